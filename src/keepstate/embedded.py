@@ -1,0 +1,35 @@
+"""``keepstate.open(url)``: state scopes straight on a store, no server, for one-process apps and tests."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from .scope import BackendOps, Scope, scope_namespace
+from .stores import open_sync_backend
+from .stores.base import SyncBackend
+
+
+class Store:
+    """An opened store. ``scope(kind, agent=..., id=...)`` gives a ``Scope``; close when done."""
+
+    def __init__(self, backend: SyncBackend, url: str = "") -> None:
+        self.backend = backend
+        self.url = url
+
+    def scope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> Scope:
+        """The ``run``/``session``/``user`` scope of ``id``, or the ``agent`` scope (no id), of one agent."""
+        return Scope(BackendOps(self.backend, scope_namespace(kind, agent, id, env)))
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def open(url: str) -> Store:  # noqa: A001 - the SDK spec names it keepstate.open
+    """Open the store at ``url`` (``memory://``, ``sqlite:///file.db``, ``postgresql://…``, ``redis://…``)."""
+    return Store(open_sync_backend(url), url)

@@ -1,0 +1,128 @@
+"""PostgreSQL connections for every part of keepstate: pools, error translation, migrations.
+
+psycopg 3. Async parts (server, platform, session store) use an ``AsyncConnectionPool``; the
+synchronous harness store uses a plain sync pool. Connections are checked before use, so a
+restarted server is noticed and the pool reconnects by itself; while PostgreSQL is away every
+call fails fast with ``Unavailable`` (connect timeout and pool wait both short), never a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from ..errors import Unavailable
+from .migrations import pending_steps
+
+try:
+    import psycopg
+    import psycopg_pool
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
+
+CONNECT_TIMEOUT_S = 3
+POOL_WAIT_S = 5.0
+SCHEMA_TABLE = "keepstate_schema"
+_MIGRATION_LOCK = 0x6B656570  # "keep": one advisory lock id for every keepstate migration
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg_pool.PoolTimeout,
+    psycopg_pool.PoolClosed,
+    OSError,
+)
+
+
+def pg_url(url: str) -> str:
+    """Accept ``postgres://`` as well as ``postgresql://``; psycopg takes either URL as conninfo."""
+    if url.startswith("postgres://"):
+        return "postgresql://" + url[len("postgres://"):]
+    if not url.startswith("postgresql://"):
+        raise ValueError(f"not a PostgreSQL store URL: {url!r}")
+    return url
+
+
+def _connect_kwargs() -> dict[str, Any]:
+    return {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Connection trouble becomes Unavailable; a bug (bad SQL) stays what it is."""
+    try:
+        yield
+    except _UNAVAILABLE as error:
+        raise Unavailable(f"postgresql: {error}".strip()) from error
+
+
+async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncConnectionPool:
+    """An opened async pool; raises Unavailable when the server cannot be reached."""
+    pool = psycopg_pool.AsyncConnectionPool(
+        pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
+        timeout=POOL_WAIT_S, check=psycopg_pool.AsyncConnectionPool.check_connection,
+        reconnect_timeout=0,
+    )
+    with translate_errors():
+        await pool.open(wait=True, timeout=POOL_WAIT_S)
+    return pool
+
+
+def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
+    """An opened sync pool; raises Unavailable when the server cannot be reached."""
+    pool = psycopg_pool.ConnectionPool(
+        pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
+        timeout=POOL_WAIT_S, check=psycopg_pool.ConnectionPool.check_connection,
+        reconnect_timeout=0,
+    )
+    with translate_errors():
+        pool.open(wait=True, timeout=POOL_WAIT_S)
+    return pool
+
+
+@asynccontextmanager
+async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A pooled connection, with connection trouble translated to Unavailable."""
+    with translate_errors():
+        async with pool.connection() as conn:
+            yield conn
+
+
+@contextmanager
+def connection(pool: psycopg_pool.ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
+    with translate_errors(), pool.connection() as conn:
+        yield conn
+
+
+def _migration_sql() -> tuple[str, str, str]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+        f"SELECT version FROM {SCHEMA_TABLE} WHERE component = %s",
+        f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (%s, %s) "
+        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+    )
+
+
+async def amigrate(pool: psycopg_pool.AsyncConnectionPool, component: str, steps: Sequence[str]) -> None:
+    """Apply ``component``'s pending steps under a transaction-scoped advisory lock."""
+    create, select, record = _migration_sql()
+    async with aconnection(pool) as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute(create)
+        row = await (await conn.execute(select, (component,))).fetchone()
+        for version, script in pending_steps(steps, row[0] if row else 0):
+            await conn.execute(script)  # type: ignore[arg-type]
+            await conn.execute(record, (component, version))
+
+
+def migrate(pool: psycopg_pool.ConnectionPool, component: str, steps: Sequence[str]) -> None:
+    """The sync twin of ``amigrate`` for the synchronous harness store."""
+    create, select, record = _migration_sql()
+    with connection(pool) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(create)
+        row = conn.execute(select, (component,)).fetchone()
+        for version, script in pending_steps(steps, row[0] if row else 0):
+            conn.execute(script)  # type: ignore[arg-type]
+            conn.execute(record, (component, version))
