@@ -30,6 +30,6 @@ class Store:
         self.close()
 
 
-def open(url: str) -> Store:  # noqa: A001 - the SDK spec names it keepstate.open
+def open(url: str) -> Store:
     """Open the store at ``url`` (``memory://``, ``sqlite:///file.db``, ``postgresql://…``, ``redis://…``)."""
     return Store(open_sync_backend(url), url)

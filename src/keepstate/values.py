@@ -67,7 +67,7 @@ def encode_items(items: Sequence[Any]) -> list[bytes]:
         try:
             out.append(encode(item))
         except InvalidValue as error:
-            raise InvalidValue(error.message, path="$[%d]%s" % (index, error.path[1:])) from None
+            raise InvalidValue(error.message, path=f"$[{index}]{error.path[1:]}") from None
     return out
 
 

@@ -15,7 +15,8 @@ def pending_steps(steps: Sequence[str], done: int) -> Iterator[tuple[int, str]]:
     """The steps after version ``done``, numbered from 1."""
     if done > len(steps):
         raise RuntimeError(
-            f"the store's schema is at version {done}, newer than this keepstate knows ({len(steps)}); upgrade keepstate"
+            f"the store's schema is at version {done}, newer than this keepstate knows ({len(steps)}): "
+            "upgrade keepstate"
         )
     for index in range(done, len(steps)):
         yield index + 1, steps[index]

@@ -16,6 +16,8 @@ from ..errors import Unavailable
 try:
     import redis.asyncio as aioredis
     import redis.exceptions as redis_errors
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("Redis support needs the extra: pip install 'keepstate[redis]'") from missing
 
@@ -41,6 +43,7 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
     client = aioredis.Redis.from_url(
         plain, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
         health_check_interval=30, retry_on_timeout=False,
+        retry=Retry(NoBackoff(), 0),  # redis-py retries 3x by default: a resent append would add twice
     )
     return client, prefix
 

@@ -134,6 +134,11 @@ class SqliteDatabase:
         with self.transaction() as conn:
             return fn(conn)
 
+    def autocommit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` with no explicit transaction: for one statement, which SQLite makes atomic."""
+        with translate_errors():
+            return fn(self.connection())
+
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a read transaction: one consistent snapshot, never blocks the writer."""
         conn = self.connection()

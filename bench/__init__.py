@@ -1,0 +1,1 @@
+"""keepstate benchmarks: ``make bench`` runs every ``bench/bench_*.py`` and writes RESULTS.md."""

@@ -1,0 +1,30 @@
+"""Small timing helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def ops_per_second(fn: Callable[[int], object], count: int, rounds: int = 3) -> float:
+    """Median ops/s over ``rounds`` runs of ``fn(i)`` for i in range(count)."""
+    rates = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for index in range(count):
+            fn(index)
+        rates.append(count / (time.perf_counter() - started))
+    return statistics.median(rates)
+
+
+def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
+    return str(value)

@@ -1,0 +1,287 @@
+"""The state store contract, run on every backend: a backend that passes this is correct.
+
+Driven through the public embedded API (``keepstate.open(url).scope(...)``), which exercises the
+sync face, plus the async face directly (``stores.open_backend``). No test branches on the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import keepstate
+from keepstate.stores import open_backend
+from keepstate.stores.base import StateRecord
+from keepstate.values import MAX_VALUE_BYTES
+
+BACKENDS = ["memory", "sqlite", "postgres", "redis"]
+pytestmark = pytest.mark.parametrize("backend_url", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def store(backend_url: str) -> Iterator[keepstate.Store]:
+    opened = keepstate.open(backend_url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def scope(store: keepstate.Store) -> keepstate.Scope:
+    return store.scope("session", agent="chat", id="s-1")
+
+
+def test_absent_key_reads_as_default_and_version_zero(scope: keepstate.Scope) -> None:
+    assert scope.get("nope") is None
+    assert scope.get("nope", default=7) == 7
+    assert scope.get_versioned("nope") == (None, 0)
+
+
+def test_versions_start_at_one_and_grow_by_one_per_write(scope: keepstate.Scope) -> None:
+    assert scope.put("k", {"a": 1}) == 1
+    assert scope.put("k", {"a": 2}) == 2
+    assert scope.append("k2", [1]).version == 1
+    assert scope.append("k2", [2]).version == 2
+    assert scope.get_versioned("k") == ({"a": 2}, 2)
+
+
+def test_versions_never_repeat_after_delete(scope: keepstate.Scope) -> None:
+    scope.put("k", 1)
+    scope.put("k", 2)
+    scope.delete("k")
+    assert scope.get_versioned("k") == (None, 0)
+    assert scope.put("k", 3) == 3
+    scope.delete("k")
+    assert scope.append("k", ["x"]).version == 4
+
+
+def test_if_version_zero_means_only_if_absent(scope: keepstate.Scope) -> None:
+    assert scope.put("k", "first", if_version=0) == 1
+    with pytest.raises(keepstate.VersionConflict) as caught:
+        scope.put("k", "second", if_version=0)
+    assert caught.value.current_version == 1
+    assert scope.get("k") == "first"
+    scope.delete("k")
+    assert scope.put("k", "again", if_version=0) == 2
+
+
+def test_if_version_mismatch_reports_current_version(scope: keepstate.Scope) -> None:
+    with pytest.raises(keepstate.VersionConflict) as absent:
+        scope.put("k", 1, if_version=3)
+    assert absent.value.current_version == 0
+    scope.put("k", 1)
+    scope.put("k", 2)
+    with pytest.raises(keepstate.VersionConflict) as stale:
+        scope.put("k", 3, if_version=1)
+    assert stale.value.current_version == 2
+    assert scope.put("k", 3, if_version=2) == 3
+    assert scope.get("k") == 3
+
+
+def test_delete_is_idempotent_and_guarded(scope: keepstate.Scope) -> None:
+    scope.delete("never")  # absent: no error
+    scope.delete("never", if_version=0)
+    scope.put("k", 1)
+    with pytest.raises(keepstate.VersionConflict) as caught:
+        scope.delete("k", if_version=0)
+    assert caught.value.current_version == 1
+    with pytest.raises(keepstate.VersionConflict):
+        scope.delete("k", if_version=5)
+    assert scope.get("k") == 1
+    scope.delete("k", if_version=1)
+    assert scope.get_versioned("k") == (None, 0)
+
+
+def test_append_creates_and_extends_in_order(scope: keepstate.Scope) -> None:
+    assert scope.append("h", [{"role": "user"}]) == (1, 1)
+    assert scope.append("h", [2, "three", None]) == (2, 4)
+    assert scope.append("h", []) == (3, 4)
+    assert scope.get("h") == [{"role": "user"}, 2, "three", None]
+
+
+def test_append_to_a_put_list_keeps_its_items(scope: keepstate.Scope) -> None:
+    scope.put("l", [1, [2], {"x": "é"}])
+    assert scope.append("l", [4]) == (2, 4)
+    assert scope.get("l") == [1, [2], {"x": "é"}, 4]
+    scope.put("l", ["fresh"])
+    assert scope.get("l") == ["fresh"]
+    assert scope.append("l", ["more"]) == (4, 2)
+    assert scope.get("l") == ["fresh", "more"]
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, "text", 3, 2.5, True, None])
+def test_append_to_a_non_list_is_refused(scope: keepstate.Scope, value: Any) -> None:
+    scope.put("v", value)
+    with pytest.raises(keepstate.NotAList):
+        scope.append("v", [1])
+    assert scope.get_versioned("v") == (value, 1)
+
+
+def test_append_past_one_mib_adds_nothing(scope: keepstate.Scope) -> None:
+    item = "x" * 1000  # 1002 bytes encoded
+    for _ in range(10):
+        scope.append("big", [item] * 100)
+    before = scope.get_versioned("big")
+    assert len(before.value) == 1000
+    room = MAX_VALUE_BYTES - len(keepstate.values.encode(before.value)) - 1  # one comma before the item
+    with pytest.raises(keepstate.TooLarge):
+        scope.append("big", ["y" * (room - 1)])  # 2 quotes: one byte too many
+    assert scope.get_versioned("big") == before
+    assert scope.append("big", ["y" * (room - 2)]).length == 1001
+    assert len(keepstate.values.encode(scope.get("big"))) == MAX_VALUE_BYTES
+
+
+def test_put_over_one_mib_is_refused(scope: keepstate.Scope) -> None:
+    with pytest.raises(keepstate.TooLarge):
+        scope.put("k", "x" * MAX_VALUE_BYTES)
+    assert scope.put("k", "x" * (MAX_VALUE_BYTES - 2)) == 1
+    assert len(scope.get("k")) == MAX_VALUE_BYTES - 2
+
+
+def test_keys_are_ordered_paged_and_live_only(scope: keepstate.Scope) -> None:
+    names = [f"item:{i:03d}" for i in range(230)]
+    for name in names:
+        scope.put(name, 0)
+    scope.put("other", 0)
+    scope.delete("item:005")
+    listed = list(scope.keys(prefix="item:"))
+    assert [key for key, _ in listed] == [n for n in names if n != "item:005"]
+    assert all(version == 1 for _, version in listed)
+    assert [key for key, _ in scope.keys(prefix="")][-1] == "other"
+    assert list(scope.keys(prefix="zzz")) == []
+
+
+def test_scopes_do_not_see_each_other(store: keepstate.Store) -> None:
+    one = store.scope("session", agent="chat", id="s-1")
+    others = [
+        store.scope("session", agent="chat", id="s-2"),
+        store.scope("session", agent="mail", id="s-1"),
+        store.scope("run", agent="chat", id="s-1"),
+        store.scope("agent", agent="chat"),
+        store.scope("session", agent="chat", id="s-1", env="prod"),
+    ]
+    one.put("k", "mine")
+    for other in others:
+        assert other.get_versioned("k") == (None, 0)
+        assert list(other.keys()) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"emoji": "😀", "rtl": "مرحبا", "nested": [[[]], {}], "esc": "quote\" back\\ nl\n"},
+        [2**63 - 1, -(2**63), 0.1, 1e308, -0.0],
+        "",
+        [],
+    ],
+)
+def test_values_round_trip_exactly(scope: keepstate.Scope, value: Any) -> None:
+    scope.put("k", value)
+    assert scope.get("k") == value
+    scope.put("l", [])
+    scope.append("l", [value, value])
+    assert scope.get("l") == [value, value]
+
+
+def test_bad_keys_and_values_are_refused_with_codes(scope: keepstate.Scope) -> None:
+    for key in ["", "a" * 201, "has space", "slash/no", "é"]:
+        with pytest.raises(keepstate.InvalidKey):
+            scope.put(key, 1)
+    with pytest.raises(keepstate.InvalidValue) as caught:
+        scope.put("k", {"a": [1, float("nan")]})
+    assert caught.value.path == "$.a[1]"
+    with pytest.raises(keepstate.InvalidValue) as in_items:
+        scope.append("k", [1, {"s": "nul\x00"}])
+    assert in_items.value.path == "$[1].s"
+    assert scope.get_versioned("k") == (None, 0)
+
+
+def test_update_is_exact_under_concurrent_threads(scope: keepstate.Scope) -> None:
+    def bump() -> None:
+        for _ in range(25):
+            scope.update("n", lambda n: n + 1, default=0)
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert scope.get_versioned("n") == (100, 100)
+
+
+def test_drop_empties_a_namespace_and_versions_continue(store: keepstate.Store) -> None:
+    scope = store.scope("session", agent="chat", id="gone")
+    keep = store.scope("session", agent="chat", id="kept")
+    scope.put("a", 1)
+    scope.append("h", [1, 2])
+    keep.put("a", 1)
+    store.backend.drop(keepstate.scope.scope_namespace("session", "chat", "gone"))
+    assert list(scope.keys()) == []
+    assert scope.get_versioned("h") == (None, 0)
+    assert keep.get("a") == 1
+    assert scope.append("h", [3]) == (2, 1)
+
+
+def test_records_restore_round_trip(store: keepstate.Store, backend_url: str) -> None:
+    scope = store.scope("user", agent="chat", id="u-1")
+    scope.put("v", {"x": 1})
+    scope.put("v", {"x": 2})
+    scope.append("h", ["a", "b"])
+    scope.put("gone", 1)
+    scope.delete("gone")
+    records = sorted(store.backend.records(), key=lambda r: (r.ns, r.key))
+    summary = [(r.key, r.version, r.data is None) for r in records]
+    assert summary == [("gone", 1, True), ("h", 1, False), ("v", 2, False)]
+    copy = keepstate.open("memory://")
+    for record in records:
+        copy.backend.restore(record)
+    copied = copy.scope("user", agent="chat", id="u-1")
+    assert copied.get_versioned("v") == ({"x": 2}, 2)
+    assert copied.get("h") == ["a", "b"]
+    assert copied.put("gone", 5) == 2
+    for record in records:  # and back into a store of this backend's kind
+        store.backend.restore(StateRecord(record.ns, record.key + "2", record.version, record.data))
+    assert scope.get_versioned("v2") == ({"x": 2}, 2)
+    assert scope.append("h2", ["c"]) == (2, 3)
+
+
+async def test_async_face_keeps_the_same_rules(backend_url: str) -> None:
+    backend = await open_backend(backend_url)
+    try:
+        ns = keepstate.scope.scope_namespace("agent", "chat", None)
+        results = await asyncio.gather(
+            *(backend.put(ns, "race", b"1", if_version=0) for _ in range(20)), return_exceptions=True
+        )
+        assert sum(1 for r in results if r == 1) == 1
+        assert all(isinstance(r, keepstate.VersionConflict) for r in results if r != 1)
+        appended = await asyncio.gather(*(backend.append(ns, "log", [str(i).encode()]) for i in range(30)))
+        assert sorted(version for version, _ in appended) == list(range(1, 31))
+        entry = await backend.get(ns, "log")
+        assert entry is not None and sorted(keepstate.values.decode(entry.data)) == list(range(30))
+        assert await backend.keys(ns) == [("log", 30), ("race", 1)]
+        assert await backend.delete(ns, "race") is True
+        assert await backend.get(ns, "race") is None
+        await backend.ping()
+    finally:
+        await backend.aclose()
+
+
+_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | _text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_json)
+def test_any_json_value_round_trips(scope: keepstate.Scope, value: Any) -> None:
+    scope.put("h", value)
+    assert scope.get("h") == value

@@ -1,0 +1,60 @@
+"""Several real processes on one store lose nothing: the guarantees hold across processes.
+
+Run on every backend that several processes can share (memory is one process by definition).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.synchronize import Event
+
+import pytest
+
+import keepstate
+
+SHARED = ["sqlite", "postgres", "redis"]
+pytestmark = pytest.mark.parametrize("backend_url", SHARED, indirect=True)
+_spawn = multiprocessing.get_context("spawn")
+
+
+def _count(url: str, times: int, go: Event) -> None:
+    with keepstate.open(url) as store:
+        scope = store.scope("agent", agent="counter")
+        go.wait(30)
+        for _ in range(times):
+            scope.update("n", lambda n: n + 1, default=0)
+
+
+def _append(url: str, writer: int, times: int, go: Event) -> None:
+    with keepstate.open(url) as store:
+        scope = store.scope("session", agent="chat", id="s")
+        go.wait(30)
+        for index in range(times):
+            scope.append("log", [[writer, index]])
+
+
+def _run_all(target: object, args: list[tuple[object, ...]]) -> None:
+    go = _spawn.Event()
+    procs = [_spawn.Process(target=target, args=(*a, go)) for a in args]  # type: ignore[arg-type]
+    for proc in procs:
+        proc.start()
+    go.set()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0, f"a worker process failed with exit code {proc.exitcode}"
+
+
+def test_cas_loops_from_four_processes_end_exact(backend_url: str) -> None:
+    _run_all(_count, [(backend_url, 40)] * 4)
+    with keepstate.open(backend_url) as store:
+        assert store.scope("agent", agent="counter").get_versioned("n") == (160, 160)
+
+
+def test_appends_from_three_processes_all_land_in_each_writers_order(backend_url: str) -> None:
+    _run_all(_append, [(backend_url, writer, 60) for writer in range(3)])
+    with keepstate.open(backend_url) as store:
+        found = store.scope("session", agent="chat", id="s").get_versioned("log")
+    assert found.version == 180
+    assert len(found.value) == 180
+    for writer in range(3):
+        assert [index for w, index in found.value if w == writer] == list(range(60))
