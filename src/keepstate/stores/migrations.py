@@ -23,14 +23,16 @@ def pending_steps(steps: Sequence[str], done: int) -> Iterator[tuple[int, str]]:
 
 
 def split_sql(script: str, is_complete: Callable[[str], bool]) -> list[str]:
-    """Split a script into statements, keeping trigger bodies whole (``is_complete`` decides)."""
+    """Split a script into statements at the semicolons where ``is_complete`` says one ends,
+    so a trigger's body (``BEGIN ...; END;``) or a ``;`` inside a string stays whole."""
     statements: list[str] = []
     current = ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if current.strip() and is_complete(current):
-            statements.append(current.strip())
+    for piece in script.split(";"):
+        current += piece + ";"
+        if is_complete(current):
+            if current.strip(" \n\t;"):
+                statements.append(current.strip())
             current = ""
-    if current.strip():
-        statements.append(current.strip())
+    if current.strip(" \n\t;"):
+        statements.append(current.strip().rstrip(";"))
     return statements

@@ -36,17 +36,21 @@ def sqlite_path(url: str) -> str:
     return url[len("sqlite:///"):].split("?", 1)[0]
 
 
+_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN",
+                "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PROTOCOL", "SQLITE_PERM")
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
-    """sqlite3 errors that mean "the file can't be used now" become Unavailable."""
+    """Errors that mean "the file can't be used now" (locked, disk, permissions) become
+    Unavailable; anything else (a bad statement) is a bug and stays what it is."""
     try:
         yield
-    except sqlite3.OperationalError as error:
-        raise Unavailable(f"sqlite: {error}") from error
     except sqlite3.DatabaseError as error:
-        if isinstance(error, sqlite3.IntegrityError | sqlite3.ProgrammingError):
-            raise
-        raise Unavailable(f"sqlite: {error}") from error
+        name = getattr(error, "sqlite_errorname", "") or ""
+        if name.startswith(_UNAVAILABLE) or "unable to open" in str(error):
+            raise Unavailable(f"sqlite: {error}") from error
+        raise
 
 
 def connect(path: str, synchronous: str = "FULL") -> sqlite3.Connection:

@@ -1,0 +1,97 @@
+"""The State API's value and key rules, on the Python side (encode) and on bodies (parse)."""
+
+from __future__ import annotations
+
+import pytest
+
+from keepstate import InvalidKey, InvalidValue, values
+from keepstate.values import MAX_DEPTH
+
+REFUSED_BODIES = [
+    (b'{"a": [1, 2, {"b": NaN}]}', "$.a[2].b"),
+    (b'{"a": Infinity}', "$.a"),
+    (b'[-Infinity]', "$[0]"),
+    (b'{"x": 1e400}', "$.x"),
+    (b'{"x": -1e400}', "$.x"),
+    (b'[1, 9223372036854775808]', "$[1]"),
+    (b'[-9223372036854775809]', "$[0]"),
+    (b'[18446744073709551616]', "$[0]"),
+    (b'{"s": "a\\u0000b"}', "$.s"),
+    (b'{"a\\u0000": 1}', '$["a\\u0000"]'),
+    (b'{"items": ["ok", "\\ud800"]}', "$.items[1]"),
+    (b'{"not json"', "$"),
+    (b"", "$"),
+    (b"\xff\xfe", "$"),
+    (b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "$" + "[0]" * MAX_DEPTH),
+    (b"[" * 5000 + b"]" * 5000, "$"),
+]
+
+
+@pytest.mark.parametrize(("body", "path"), REFUSED_BODIES)
+def test_bad_bodies_are_refused_while_parsing_with_the_path(body: bytes, path: str) -> None:
+    with pytest.raises(InvalidValue) as caught:
+        values.parse(body)
+    assert caught.value.path == path
+    assert caught.value.code == "invalid_value" and caught.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"id": "12345678901234567890123"}',  # long digits inside a string: a false alarm
+        b"9223372036854775807",
+        b"-9223372036854775808",
+        b"1.7976931348623157e308",
+        b'"\\\\u0000"',  # an escaped backslash, then the text u0000: no NUL
+        b"[" * MAX_DEPTH + b"]" * MAX_DEPTH,
+    ],
+)
+def test_good_bodies_parse_exactly(body: bytes) -> None:
+    import json
+
+    assert values.parse(body) == json.loads(body)
+
+
+def test_encode_refuses_what_orjson_would_let_through() -> None:
+    cases = {
+        "$.n": {"n": float("nan")},
+        "$[0]": [float("inf")],
+        "$.big": {"big": 2**63},
+        "$.s": {"s": "\x00"},
+        "$.k": {"k": {1: "non-string key"}},
+        "$.o": {"o": object()},
+        "$.deep" + "[0]" * (MAX_DEPTH - 1): {"deep": [[]] if MAX_DEPTH < 2 else _nest(MAX_DEPTH)},
+    }
+    for path, value in cases.items():
+        with pytest.raises(InvalidValue) as caught:
+            values.encode(value)
+        assert caught.value.path == path, value
+
+
+def _nest(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_encode_is_compact_canonical_utf8() -> None:
+    assert values.encode({"a": [1, "é", None]}) == '{"a":[1,"é",null]}'.encode()
+    assert values.encode((1, 2)) == b"[1,2]"
+
+
+def test_items_report_their_index() -> None:
+    with pytest.raises(InvalidValue) as caught:
+        values.encode_items([1, {"x": [float("nan")]}])
+    assert caught.value.path == "$[1].x[0]"
+
+
+@pytest.mark.parametrize("key", ["a", "A-z_0.9:x", "k" * 200])
+def test_good_keys(key: str) -> None:
+    assert values.check_key(key) == key
+
+
+@pytest.mark.parametrize("key", ["", "k" * 201, "a b", "a/b", "ü", None, 5])
+def test_bad_keys(key: object) -> None:
+    with pytest.raises(InvalidKey):
+        values.check_key(key)
