@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import keepstate
 from keepstate import InvalidKey, InvalidValue, values
 from keepstate.values import MAX_DEPTH
 
@@ -78,6 +79,7 @@ def _nest(depth: int) -> list[object]:
 def test_encode_is_compact_canonical_utf8() -> None:
     assert values.encode({"a": [1, "é", None]}) == '{"a":[1,"é",null]}'.encode()
     assert values.encode((1, 2)) == b"[1,2]"
+    assert values.encode({"v": keepstate.Versioned({"a": 1}, 3)}) == b'{"v":[{"a":1},3]}'
 
 
 def test_items_report_their_index() -> None:

@@ -1,5 +1,6 @@
 """keepstate: durable state, sessions and exclusive turns for AI agents."""
 
+from .client import AsyncClient, AsyncInvocation, AsyncWorker, Client, Invocation, Key, Run, Session, Worker
 from .embedded import Store, open
 from .errors import (
     Forbidden,
@@ -27,20 +28,28 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Appended",
+    "AsyncClient",
+    "AsyncInvocation",
     "AsyncScope",
+    "AsyncWorker",
+    "Client",
     "Forbidden",
     "InterruptedExecution",
     "InvalidKey",
     "InvalidRequest",
     "InvalidValue",
+    "Invocation",
     "KeepstateError",
+    "Key",
     "LeaseLost",
     "NoSession",
     "NoUser",
     "NotAList",
     "NotFound",
     "NotHeld",
+    "Run",
     "Scope",
+    "Session",
     "SessionBusy",
     "SessionLocked",
     "Store",
@@ -49,5 +58,6 @@ __all__ = [
     "Unavailable",
     "VersionConflict",
     "Versioned",
+    "Worker",
     "open",
 ]

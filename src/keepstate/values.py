@@ -49,13 +49,20 @@ def is_key(key: object) -> bool:
 def encode(value: Any) -> bytes:
     """Validate a Python value and return its canonical JSON bytes (raises InvalidValue)."""
     try:
-        data = orjson.dumps(value)
+        data = orjson.dumps(value, default=_tuple_as_list)
     except (TypeError, orjson.JSONEncodeError):
         _find_bad(value)
         raise InvalidValue("value is not JSON") from None
     if _suspicious(data) or orjson.loads(data) != value:
         _find_bad(value)  # raises for a real problem; returns for a false alarm
     return data
+
+
+def _tuple_as_list(value: Any) -> Any:
+    """orjson writes plain tuples but not named tuples (``Versioned``, ``Appended``): lists too."""
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError
 
 
 def encode_items(items: Sequence[Any]) -> list[bytes]:

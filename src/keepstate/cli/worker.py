@@ -1,0 +1,74 @@
+"""``keepstate worker MODULE[:WORKER]``: import a module and run the ``Worker`` (or ``AsyncWorker``) in it.
+
+The module is imported with the current directory on ``sys.path``, as ``python -m`` would. The
+command's ``--url``/``--key``/``--concurrency`` — or, without flags, ``KEEPSTATE_URL`` and
+``KEEPSTATE_KEY`` — override what the module passed to the constructor, so one module runs
+against any server. The first Ctrl-C / SIGTERM lets the invocations in flight finish; a second
+one interrupts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+
+def _find(target: str) -> Any:
+    """The worker object named by ``MODULE:ATTRIBUTE``, or the only worker in ``MODULE``."""
+    from ..client import AsyncWorker, Worker
+
+    module_name, _, attribute = target.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise click.BadParameter(f"cannot import {module_name!r}: {error}", param_hint="MODULE:WORKER") from None
+    if attribute:
+        found = getattr(module, attribute, None)
+        if not isinstance(found, Worker | AsyncWorker):
+            raise click.BadParameter(f"{target!r} is not a keepstate Worker or AsyncWorker", param_hint="MODULE:WORKER")
+        return found
+    workers = [value for value in vars(module).values() if isinstance(value, Worker | AsyncWorker)]
+    if len(workers) != 1:
+        raise click.BadParameter(
+            f"{module_name!r} holds {len(workers)} workers: name one as MODULE:WORKER", param_hint="MODULE:WORKER")
+    return workers[0]
+
+
+@click.command()
+@click.argument("target", metavar="MODULE:WORKER")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
+              help="Invocations run at the same time (default: the worker's own, 1).")
+@click.option("--url", envvar="KEEPSTATE_URL", default=None, help="Server base URL (env KEEPSTATE_URL).")
+@click.option("--key", envvar="KEEPSTATE_KEY", default=None, help="A worker key (env KEEPSTATE_KEY).")
+@click.option("--poll", type=click.FloatRange(min=0, max=30), default=None,
+              help="Seconds one claim long-poll waits (default 10); also the longest a stop waits for an idle worker.")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def worker(
+    target: str, concurrency: int | None, url: str | None, key: str | None, poll: float | None, log_level: str
+) -> None:
+    """Run the agent functions of MODULE:WORKER against a keepstate server."""
+    from ..client import AsyncWorker
+    from ..errors import KeepstateError
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    found = _find(target)
+    found.configure(base_url=url, key=key, concurrency=concurrency)
+    if poll is not None:
+        found.settings.claim_wait = poll
+    try:
+        handled = asyncio.run(found.run()) if isinstance(found, AsyncWorker) else found.run()
+    except KeepstateError as error:
+        raise click.ClickException(f"{error.code}: {error.message}") from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    click.echo(f"stopped after {handled} invocation(s)", err=True)

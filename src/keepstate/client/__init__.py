@@ -1,0 +1,38 @@
+"""The keepstate SDK: the caller's ``Client``/``AsyncClient`` and the agent's ``Worker``/``AsyncWorker``.
+
+It follows httpx's conventions: a sync and an async client with the same method names,
+``close``/``aclose``, context managers and an injectable transport. Requests are described once,
+I/O-free (``calls``, ``_core``); the sync and async modules only send them.
+"""
+
+from __future__ import annotations
+
+from ._async import AsyncClient, AsyncKeys, AsyncRuns, AsyncSessions
+from ._sync import Client, Keys, Runs, Sessions
+from .async_worker import AsyncWorker
+from .invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
+from .records import Claim, Heartbeat, Key, Run, Session
+from .worker import Worker
+
+__all__ = [
+    "AsyncClient",
+    "AsyncInvocation",
+    "AsyncKeys",
+    "AsyncRuns",
+    "AsyncSessions",
+    "AsyncState",
+    "AsyncWorker",
+    "Claim",
+    "Client",
+    "Heartbeat",
+    "HoldRequested",
+    "Invocation",
+    "Key",
+    "Keys",
+    "Run",
+    "Runs",
+    "Session",
+    "Sessions",
+    "State",
+    "Worker",
+]

@@ -1,0 +1,189 @@
+"""The I/O-free half of the SDK: configuration, request descriptions, retry decisions, answers.
+
+Following httpx's ``BaseClient`` and psycopg's ``_connection_base``, everything that does not
+touch the network lives here, once. A ``Call`` describes one API request completely (method, path,
+body, which credential, whether a repeat is safe, how to read the answer); the sync and async
+faces (``_sync.py``, ``_async.py``) only send it, sleep between attempts and hand the answer back.
+
+Retries, and why only these: a request that never reached the server (connection refused) is
+always retried; a 502/503/504 or a lost answer is retried only when repeating the call cannot do
+anything twice — GETs, writes guarded by ``if_version`` or an idempotency key, session creation
+with an explicit id, and invocation calls fenced by their run token. A 503 waits for its
+``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from .. import values
+from ..errors import KeepstateError, Unavailable, from_wire
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:8420"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 3
+MAX_RETRY_AFTER = 30.0
+RETRY_STATUSES = frozenset({502, 503, 504})
+TOKEN_HEADER = "x-agentos-run-token"
+USER_AGENT = "keepstate-python"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Where and as whom to talk: base URL, key, timeout and retry budget."""
+
+    base_url: str
+    key: str | None
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+
+    @classmethod
+    def build(
+        cls, base_url: str | None, key: str | None, timeout: float = DEFAULT_TIMEOUT, retries: int = DEFAULT_RETRIES
+    ) -> Config:
+        """Fill ``base_url`` and ``key`` from ``KEEPSTATE_URL`` / ``KEEPSTATE_KEY`` when not given."""
+        url = base_url or os.environ.get("KEEPSTATE_URL") or DEFAULT_URL
+        return cls(url.rstrip("/"), key or os.environ.get("KEEPSTATE_KEY") or None, float(timeout), retries)
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``httpx.Client``/``httpx.AsyncClient`` (connection reuse is httpx's pool)."""
+        return {
+            "base_url": self.base_url,
+            "timeout": httpx.Timeout(self.timeout),
+            "headers": {"user-agent": USER_AGENT, "accept": "application/json"},
+        }
+
+
+def _keep(answer: Any) -> Any:
+    return answer
+
+
+def _none(answer: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One API request, fully described: send it, then ``parse`` the JSON answer of a 2xx.
+
+    ``auth`` picks the credential: the client's key (``Authorization: Bearer``) or a run token.
+    ``safe``: repeating it after it may have reached the server cannot do anything twice.
+    ``long_poll``: seconds the server may hold the answer, added to the timeout.
+    ``absent``: what a 404 means instead of an error (state reads: ``(None, 0)``).
+    """
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    content: bytes | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    auth: Literal["key", "token"] = "key"
+    token: str | None = None
+    safe: bool = False
+    long_poll: float = 0.0
+    absent: Callable[[], T] | None = None
+
+    def headers(self, config: Config) -> dict[str, str]:
+        headers = {"content-type": "application/json"} if self.content is not None else {}
+        if self.auth == "token":
+            headers[TOKEN_HEADER] = self.token or ""
+        elif config.key:
+            headers["authorization"] = f"Bearer {config.key}"
+        return headers
+
+    def timeout(self, config: Config) -> httpx.Timeout:
+        return httpx.Timeout(config.timeout + self.long_poll)
+
+
+def body(payload: dict[str, Any]) -> bytes:
+    """Encode a request body, leaving out None fields; values are checked like the store checks them."""
+    return values.encode({name: value for name, value in payload.items() if value is not None})
+
+
+def segment(text: str) -> str:
+    """One path segment. Dots alone are escaped so that ``.`` and ``..`` stay keys, not path steps."""
+    if text and set(text) == {"."}:
+        return "%2E" * len(text)
+    return quote(text, safe="")
+
+
+def query(**params: Any) -> dict[str, str]:
+    """Query parameters, leaving out None; numbers as JSON would write them."""
+    return {name: _param(value) for name, value in params.items() if value is not None}
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+def decode(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content.decode("utf-8", "replace")
+
+
+def finish(call: Call[T], status: int, content: bytes) -> T:
+    """The parsed answer of a final response, or the exact KeepstateError the server sent."""
+    answer = decode(content)
+    if 200 <= status < 300:
+        return call.parse(answer)
+    if status == 404 and call.absent is not None:
+        return call.absent()
+    raise from_wire(status, answer)
+
+
+def transport_error(error: httpx.TransportError, config: Config) -> KeepstateError:
+    """httpx's exceptions never reach a caller: a failed exchange is ``Unavailable``."""
+    detail = str(error) or type(error).__name__
+    return Unavailable(f"cannot reach keepstate at {config.base_url}: {detail}")
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+def backoff(attempt: int) -> float:
+    """Jittered exponential backoff: about 0.1, 0.2, 0.4 … seconds, capped at 5."""
+    return float(random.uniform(0.5, 1.0) * min(5.0, 0.1 * 2**attempt))
+
+
+def retry_after_error(call: Call[Any], attempt: int, error: httpx.TransportError, config: Config) -> float | None:
+    """Seconds to wait before repeating after a transport error, or None to give up."""
+    if attempt >= config.retries:
+        return None
+    never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+    return backoff(attempt) if never_sent or call.safe else None
+
+
+def retry_after_status(call: Call[Any], attempt: int, status: int, header: str | None, config: Config) -> float | None:
+    """Seconds to wait before repeating after an answer with ``status``, or None to take the answer."""
+    if status not in RETRY_STATUSES or not call.safe or attempt >= config.retries:
+        return None
+    wait = _parse_retry_after(header)
+    return backoff(attempt) if wait is None else min(wait, MAX_RETRY_AFTER)
+
+
+def _parse_retry_after(header: str | None) -> float | None:
+    if not header:
+        return None
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff

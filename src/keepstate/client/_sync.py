@@ -1,0 +1,177 @@
+"""The synchronous face: ``Client`` and its ``sessions``/``runs``/``keys``, and the sender under them.
+
+Only the calls live here: every request is described by ``calls`` and judged by ``_core``; this
+module sends it over one pooled ``httpx.Client``, sleeps between attempts, and pages lists.
+``_async.py`` is the same shape with ``await``; a parity test keeps their method names aligned.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import _core, calls
+from ._core import Call, Config
+from .records import Key, Run, Session
+
+T = TypeVar("T")
+
+
+class SyncSender:
+    """Sends ``Call``s over one ``httpx.Client`` (thread-safe, connections reused), with retries."""
+
+    def __init__(self, config: Config, transport: httpx.BaseTransport | None = None) -> None:
+        self.config = config
+        self.http = httpx.Client(transport=transport, **config.client_options())
+
+    def send(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            delay = None
+            try:
+                response = self.http.request(
+                    call.method, call.path, params=call.params, content=call.content,
+                    headers=call.headers(self.config), timeout=call.timeout(self.config),
+                )
+            except httpx.TransportError as error:
+                delay = _core.retry_after_error(call, attempt, error, self.config)
+                if delay is None:
+                    raise _core.transport_error(error, self.config) from error
+            else:
+                headers = response.headers.get("retry-after")
+                delay = _core.retry_after_status(call, attempt, response.status_code, headers, self.config)
+                if delay is None:
+                    return _core.finish(call, response.status_code, response.content)
+            time.sleep(delay)
+            attempt += 1
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class Sessions:
+    """``client.sessions``: the conversations this key owns (an admin: all of its environment)."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._send = sender.send
+
+    def create(self, id: str | None = None, user: str | None = None, metadata: Any = None) -> Session:
+        """Create a session; the same ``id`` again by its owner answers the existing one."""
+        return self._send(calls.create_session(id, user, metadata))
+
+    def get(self, session_id: str) -> Session:
+        """The session, or NotFound (also for one this key may not see)."""
+        return self._send(calls.get_session(session_id))
+
+    def list(self, user: str | None = None, after: str | None = None, limit: int | None = None) -> Iterator[Session]:
+        """Sessions oldest first, fetched page by page; at most ``limit`` of them when given."""
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page, after = self._send(calls.list_sessions(user, after, remaining))
+            yield from page[:remaining]
+            remaining = None if remaining is None else remaining - len(page)
+            if after is None or not page:
+                return
+
+    def delete(self, session_id: str) -> None:
+        """Delete the session and its session-scope state; SessionBusy while a run of it is active."""
+        self._send(calls.delete_session(session_id))
+
+
+class Runs:
+    """``client.runs``: start turns, wait for them, decide held ones, cancel."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._send = sender.send
+
+    def start(
+        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None
+    ) -> Run:
+        """Queue a run. SessionBusy while another turn of the session is queued or running."""
+        return self._send(calls.start_run(agent, input, session_id, idempotency_key))
+
+    def get(self, run_id: str) -> Run:
+        return self._send(calls.get_run(run_id))
+
+    def wait(self, run_id: str, timeout: float = 30) -> Run:
+        """The run once it is no longer queued or running, or as it is when ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        run = self._send(calls.get_run(run_id, wait=timeout))
+        while not run.finished and (left := deadline - time.monotonic()) > 0:
+            run = self._send(calls.get_run(run_id, wait=left))
+        return run
+
+    def list(
+        self, session_id: str | None = None, status: str | None = None, after: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Run]:
+        """Runs oldest first, fetched page by page; at most ``limit`` of them when given."""
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page, after = self._send(calls.list_runs(session_id, status, after, remaining))
+            yield from page[:remaining]
+            remaining = None if remaining is None else remaining - len(page)
+            if after is None or not page:
+                return
+
+    def decide(self, run_id: str, approved: bool, data: Any = None) -> Run:
+        """Answer a held run; it is queued again for its resume. NotHeld when it is not held."""
+        return self._send(calls.decide(run_id, approved, data))
+
+    def cancel(self, run_id: str) -> Run:
+        """Cancel: a queued or held run now; a running one is asked to stop at its next heartbeat."""
+        return self._send(calls.cancel_run(run_id))
+
+
+class Keys:
+    """``client.keys`` (admin): create, list and revoke the keys of the environment."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._send = sender.send
+
+    def create(self, role: str, name: str | None = None) -> Key:
+        """A new key of ``role`` (admin, member, worker); its secret is in ``.key``, shown only now."""
+        return self._send(calls.create_key(role, name))
+
+    def list(self) -> builtins.list[Key]:
+        return self._send(calls.list_keys())
+
+    def revoke(self, id: str) -> None:
+        """Revoke a key: it is refused (Unauthorized) from then on."""
+        self._send(calls.revoke_key(id))
+
+
+class Client:
+    """The caller's side of the HTTP API, synchronous. Use as a context manager or ``close()`` it.
+
+    ``base_url`` and ``key`` default to ``KEEPSTATE_URL`` and ``KEEPSTATE_KEY``; ``transport`` is
+    any ``httpx`` transport (``httpx.MockTransport`` in tests).
+    """
+
+    def __init__(
+        self, base_url: str | None = None, key: str | None = None, timeout: float = _core.DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None, retries: int = _core.DEFAULT_RETRIES,
+    ) -> None:
+        self.config = Config.build(base_url, key, timeout, retries)
+        self._sender = SyncSender(self.config, transport)
+        self.sessions = Sessions(self._sender)
+        self.runs = Runs(self._sender)
+        self.keys = Keys(self._sender)
+
+    @property
+    def base_url(self) -> str:
+        return self.config.base_url
+
+    def close(self) -> None:
+        self._sender.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,193 @@
+"""Every API call as a ``Call``: path, body, credential, retry safety and how to read the answer.
+
+Built once here and sent by either face (sync or async), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import values
+from ..scope import Appended, Page, Versioned, check_if_version
+from ._core import Call, _keep, _none, body, query, segment
+from .records import Claim, Heartbeat, Key, Run, Session
+
+MAX_RUN_WAIT = 60.0
+MAX_CLAIM_WAIT = 30.0
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+def create_session(id: str | None, user: str | None, metadata: Any) -> Call[Session]:
+    # With an explicit id, a repeat by the same owner answers the existing session: safe to retry.
+    content = body({"id": id, "user": user, "metadata": metadata})
+    return Call("POST", "/v0/sessions", Session.from_dict, content, safe=id is not None)
+
+
+def get_session(session_id: str) -> Call[Session]:
+    return Call("GET", f"/v0/sessions/{segment(session_id)}", Session.from_dict, safe=True)
+
+
+def list_sessions(user: str | None, after: str | None, limit: int | None) -> Call[tuple[list[Session], str | None]]:
+    def parse(answer: Any) -> tuple[list[Session], str | None]:
+        return [Session.from_dict(item) for item in answer.get("sessions", [])], answer.get("next")
+
+    return Call("GET", "/v0/sessions", parse, params=query(user=user, after=after, limit=limit), safe=True)
+
+
+def delete_session(session_id: str) -> Call[None]:
+    return Call("DELETE", f"/v0/sessions/{segment(session_id)}", _none)
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+def start_run(
+    agent: str, input: Any, session_id: str | None, idempotency_key: str | None, token: str | None = None
+) -> Call[Run]:
+    """Start a run; with a run ``token`` it is a child of the token's run."""
+    content = body({"agent": agent, "input": input, "session_id": session_id, "idempotency_key": idempotency_key})
+    return Call(
+        "POST", "/v0/runs", Run.from_dict, content,
+        auth="token" if token is not None else "key", token=token, safe=idempotency_key is not None,
+    )
+
+
+def get_run(run_id: str, wait: float | None = None) -> Call[Run]:
+    """Read a run; with ``wait`` (≤ 60 s) the server answers once it is no longer queued or running."""
+    if wait is not None:
+        wait = max(0.0, min(MAX_RUN_WAIT, float(wait)))
+    return Call(
+        "GET", f"/v0/runs/{segment(run_id)}", Run.from_dict,
+        params=query(wait=None if wait is None else round(wait, 3)), safe=True, long_poll=wait or 0.0,
+    )
+
+
+def list_runs(
+    session_id: str | None, status: str | None, after: str | None, limit: int | None
+) -> Call[tuple[list[Run], str | None]]:
+    def parse(answer: Any) -> tuple[list[Run], str | None]:
+        return [Run.from_dict(item) for item in answer.get("runs", [])], answer.get("next")
+
+    params = query(session_id=session_id, status=status, after=after, limit=limit)
+    return Call("GET", "/v0/runs", parse, params=params, safe=True)
+
+
+def decide(run_id: str, approved: bool, data: Any) -> Call[Run]:
+    content = body({"approved": bool(approved), "data": data})
+    return Call("POST", f"/v0/runs/{segment(run_id)}/decision", Run.from_dict, content)
+
+
+def cancel_run(run_id: str) -> Call[Run]:
+    return Call("POST", f"/v0/runs/{segment(run_id)}/cancel", Run.from_dict)
+
+
+# -- keys ------------------------------------------------------------------------------------
+
+def create_key(role: str, name: str | None) -> Call[Key]:
+    return Call("POST", "/v0/keys", Key.from_dict, body({"role": role, "name": name}))
+
+
+def list_keys() -> Call[list[Key]]:
+    def parse(answer: Any) -> list[Key]:
+        return [Key.from_dict(item) for item in answer.get("keys", [])]
+
+    return Call("GET", "/v0/keys", parse, safe=True)
+
+
+def revoke_key(key_id: str) -> Call[None]:
+    return Call("DELETE", f"/v0/keys/{segment(key_id)}", _none)
+
+
+# -- invocations (worker side) ---------------------------------------------------------------
+
+def claim(agents: list[str], wait: float) -> Call[Claim | None]:
+    """Long-poll for an invocation of one of ``agents``; None when none came within ``wait``.
+
+    Not safe to repeat: a claim whose answer is lost would be held by nobody until its lease ends.
+    """
+    wait = max(0.0, min(MAX_CLAIM_WAIT, float(wait)))
+
+    def parse(answer: Any) -> Claim | None:
+        return None if answer is None else Claim.from_dict(answer)
+
+    content = body({"agents": agents, "wait": round(wait, 3)})
+    return Call("POST", "/v0/invocations/claim", parse, content, long_poll=wait)
+
+
+def _invocation(invocation_id: str, action: str, token: str, content: bytes | None = None) -> Call[Any]:
+    # The run token fences these: a repeat of one that already landed is refused (401), never applied twice.
+    path = f"/v0/invocations/{segment(invocation_id)}/{action}"
+    return Call("POST", path, _keep, content, auth="token", token=token, safe=True)
+
+
+def heartbeat(invocation_id: str, token: str) -> Call[Heartbeat]:
+    path = f"/v0/invocations/{segment(invocation_id)}/heartbeat"
+    return Call("POST", path, Heartbeat.from_dict, auth="token", token=token, safe=True)
+
+
+def complete(invocation_id: str, token: str, output: Any) -> Call[Any]:
+    return _invocation(invocation_id, "complete", token, values.encode({"output": output}))
+
+
+def fail(invocation_id: str, token: str, error_type: str, message: str) -> Call[Any]:
+    return _invocation(invocation_id, "fail", token, body({"error": {"type": error_type, "message": message}}))
+
+
+def hold(invocation_id: str, token: str, request: Any) -> Call[Any]:
+    return _invocation(invocation_id, "hold", token, values.encode({"request": request}))
+
+
+# -- state (run token) -----------------------------------------------------------------------
+
+def _state_path(scope: str, key: str) -> str:
+    return f"/v0/state/{segment(scope)}/{segment(values.check_key(key))}"
+
+
+def state_get(scope: str, key: str, token: str) -> Call[Versioned]:
+    def parse(answer: Any) -> Versioned:
+        return Versioned(answer.get("value"), int(answer["version"]))
+
+    return Call(
+        "GET", _state_path(scope, key), parse, auth="token", token=token, safe=True,
+        absent=lambda: Versioned(None, 0),
+    )
+
+
+def state_put(scope: str, key: str, value: Any, if_version: int | None, token: str) -> Call[int]:
+    """Checked and sized here like the embedded store does, so a bad value never leaves the process."""
+    path = _state_path(scope, key)
+    data = values.encode(value)
+    values.check_size(len(data))
+    guard = check_if_version(if_version)
+    content = b'{"value":' + data + (b"" if guard is None else b',"if_version":%d' % guard) + b"}"
+    return Call(
+        "PUT", path, lambda answer: int(answer["version"]), content, auth="token", token=token, safe=guard is not None
+    )
+
+
+def state_delete(scope: str, key: str, if_version: int | None, token: str) -> Call[None]:
+    path = _state_path(scope, key)
+    guard = check_if_version(if_version)
+    params = query(if_version=guard)
+    return Call("DELETE", path, _none, params=params, auth="token", token=token, safe=guard is not None)
+
+
+def state_append(scope: str, key: str, items: list[Any], token: str) -> Call[Appended]:
+    path = _state_path(scope, key) + "/append"
+    encoded = values.encode_items(items)
+    values.check_size(values.list_size(map(len, encoded), len(encoded)), "the appended items")
+    content = b'{"items":[' + b",".join(encoded) + b"]}"
+
+    def parse(answer: Any) -> Appended:
+        return Appended(int(answer["version"]), int(answer["length"]))
+
+    return Call("POST", path, parse, content, auth="token", token=token)
+
+
+def state_keys(scope: str, prefix: str, after: str, limit: int, token: str) -> Call[Page]:
+    def parse(answer: Any) -> Page:
+        page = [(str(item["key"]), int(item["version"])) for item in answer.get("keys", [])]
+        return page, answer.get("next")
+
+    params = query(prefix=prefix or None, after=after or None, limit=limit)
+    return Call("GET", f"/v0/state/{segment(scope)}", parse, params=params, auth="token", token=token, safe=True)

@@ -1,0 +1,245 @@
+"""``Worker``: runs sync agent functions for a server, one invocation per thread, N at a time.
+
+Each of ``concurrency`` threads long-polls ``POST /v0/invocations/claim``, runs the agent with an
+``Invocation``, heartbeats from a helper thread every third of the lease (which also brings
+``cancel_requested``), then completes, fails or holds. The first SIGINT/SIGTERM asks every thread
+to stop after its current invocation (an idle thread stops when its claim long-poll ends); a
+second one interrupts at once, and the runs then in flight become ``interrupted`` when their
+leases run out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType, TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from ..errors import KeepstateError, Unauthorized
+from . import _core, calls
+from ._sync import SyncSender
+from ._worker_core import DEFAULT_CLAIM_WAIT, Registry, WorkerSettings, describe, is_fatal, log, outcome_call
+from .invocation import HoldRequested, Invocation, http_state
+from .records import Claim, Run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Budget:
+    """How many more invocations this ``run`` may claim (None: no limit); thread-safe."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left, self.used = limit, 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.left is not None and self.left <= 0:
+                return False
+            self.left = None if self.left is None else self.left - 1
+            self.used += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.left = None if self.left is None else self.left + 1
+            self.used -= 1
+
+
+class HeartbeatThread(threading.Thread):
+    """Keeps one invocation's lease alive and mirrors ``cancel_requested`` onto it."""
+
+    def __init__(self, send: Callable[[Any], Any], inv: Invocation) -> None:
+        super().__init__(name=f"keepstate-heartbeat-{inv.id}", daemon=True)
+        self._send, self._inv = send, inv
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        interval = self._inv.claim.lease_seconds / 3
+        while not self._done.wait(max(0.05, interval)):
+            try:
+                beat = self._send(calls.heartbeat(self._inv.id, self._inv.claim.token))
+            except Unauthorized:
+                self._inv.lease_lost = True
+                log.warning("lease lost for run %s: its result will be refused", self._inv.run_id)
+                return
+            except KeepstateError as error:
+                log.warning("heartbeat for run %s failed: %s", self._inv.run_id, error)
+                continue
+            self._inv.cancel_requested = beat.cancel_requested
+            interval = beat.lease_seconds / 3
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+class Worker:
+    """Runs sync agent functions registered with ``@worker.agent(name)`` against a server.
+
+    ``base_url``/``key`` default to ``KEEPSTATE_URL``/``KEEPSTATE_KEY`` (a worker key).
+    """
+
+    def __init__(
+        self, base_url: str | None = None, key: str | None = None, concurrency: int = 1,
+        timeout: float = _core.DEFAULT_TIMEOUT, claim_wait: float = DEFAULT_CLAIM_WAIT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.settings = WorkerSettings(base_url, key, 1, timeout, claim_wait)
+        self.settings.configure(concurrency=concurrency)
+        self._registry = Registry(is_async=False)
+        self._transport = transport
+        self._stop = threading.Event()
+        self._fatal: KeepstateError | None = None
+        self._sender: SyncSender | None = None
+        self._sender_lock = threading.Lock()
+
+    def agent(self, name: str) -> Callable[[F], F]:
+        """Register the decorated function as agent ``name``; it gets an ``Invocation``."""
+        def register(fn: F) -> F:
+            self._registry.add(name, fn)
+            return fn
+        return register
+
+    @property
+    def agents(self) -> dict[str, Callable[..., Any]]:
+        return dict(self._registry.functions)
+
+    def configure(self, base_url: str | None = None, key: str | None = None, concurrency: int | None = None) -> None:
+        """Override the URL, key or concurrency before ``run`` (the CLI's flags use this)."""
+        self.settings.configure(base_url, key, concurrency)
+
+    def run(self, stop_after: int | None = None) -> int:
+        """Claim and run invocations until stopped (or ``stop_after`` were handled); return how many."""
+        agents = self._registry.names()
+        self._stop.clear()
+        self._fatal = None
+        budget = Budget(stop_after)
+        threads = [
+            threading.Thread(target=self._loop, args=(agents, budget), name=f"keepstate-worker-{n}", daemon=True)
+            for n in range(self.settings.concurrency)
+        ]
+        with _graceful_signals(self.stop):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        self.close()
+        if self._fatal is not None:
+            raise self._fatal
+        return budget.used
+
+    def poll_once(self, wait: float = 0.0) -> bool:
+        """Claim at most one invocation (waiting up to ``wait`` s) and run it; True when one ran."""
+        claim = self._send(calls.claim(self._registry.names(), wait))
+        if claim is None:
+            return False
+        self._execute(claim)
+        return True
+
+    def stop(self) -> None:
+        """Ask ``run`` to return once the invocations in flight are finished."""
+        self._stop.set()
+
+    def close(self) -> None:
+        with self._sender_lock:
+            sender, self._sender = self._sender, None
+        if sender is not None:
+            sender.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _send(self, call: Any) -> Any:
+        with self._sender_lock:  # threads share one pooled sender: create it once
+            if self._sender is None:
+                self._sender = SyncSender(self.settings.config(), self._transport)
+            sender = self._sender
+        return sender.send(call)
+
+    def _loop(self, agents: list[str], budget: Budget) -> None:
+        failures = 0
+        while not self._stop.is_set() and budget.take():
+            try:
+                claim = self._send(calls.claim(agents, self.settings.claim_wait))
+            except KeepstateError as error:
+                budget.give_back()
+                if is_fatal(error):
+                    self._fatal = error
+                    self._stop.set()
+                    return
+                log.warning("claim failed, retrying: %s", error)
+                self._stop.wait(_core.backoff(min(failures, 6)) * 5)
+                failures += 1
+                continue
+            failures = 0
+            if claim is None:
+                budget.give_back()
+            else:
+                self._execute(claim)
+
+    def _execute(self, claim: Claim) -> None:
+        inv = Invocation(claim, http_state(self._send, claim.token), self._child_starter(claim.token))
+        fn = self._registry.functions.get(claim.agent)
+        beat = HeartbeatThread(self._send, inv)
+        beat.start()
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            if fn is None:
+                raise LookupError(f"this worker has no agent {claim.agent!r}")
+            result = fn(inv)
+        except (Exception, HoldRequested) as raised:
+            error = raised
+        finally:
+            beat.stop()
+        self._finish(claim, result, error)
+
+    def _finish(self, claim: Claim, result: Any, error: BaseException | None) -> None:
+        if error is not None and not isinstance(error, HoldRequested):
+            log.warning("agent %s raised", claim.agent, exc_info=error)
+        try:
+            self._send(outcome_call(claim, result, error))
+            log.info(describe(claim, error))
+        except KeepstateError as refused:
+            log.warning("could not report %s: %s", describe(claim, error), refused)
+
+    def _child_starter(self, token: str) -> Callable[[str, Any, str | None], Run]:
+        def start(agent: str, input: Any, session_id: str | None) -> Run:
+            result: Run = self._send(calls.start_run(agent, input, session_id, None, token=token))
+            return result
+        return start
+
+
+@contextlib.contextmanager
+def _graceful_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """In the main thread: the first SIGINT/SIGTERM calls ``stop``, a second one interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            raise KeyboardInterrupt
+        stopping = True
+        log.warning("stopping: finishing the invocations in flight (again to interrupt them)")
+        stop()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

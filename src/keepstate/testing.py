@@ -1,0 +1,191 @@
+"""``run_agent``: run an agent function once, in-process, against an embedded store — no server.
+
+The agent gets the same ``Invocation`` (or ``AsyncInvocation``) class a ``Worker`` gives it; only
+the state ops differ: they go straight to a store through ``keepstate.scope.BackendOps``, in the
+namespaces a server would use for environment ``default``. So a later ``run_agent`` on the same
+store sees the same session, agent, user and run state, and a test can drive a whole conversation
+or a hold and its resume.
+
+What comes back: the agent's return value, or — when the agent called ``inv.hold(request)`` — a
+``Held`` carrying ``request`` and the ``run_id`` to resume with. ``Held`` compares equal to its
+request, so ``assert run_agent(...) == {"question": ...}`` reads naturally, while
+``isinstance(result, Held)`` tells a hold from an output. An exception raised by the agent
+propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client.invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
+from .client.records import Claim, Run
+from .embedded import Store
+from .embedded import open as open_store
+from .errors import KeepstateError, NoSession, NoUser
+from .scope import Appended, AsyncScope, BackendOps, Page, Scope, ScopeOps, Versioned, scope_namespace
+
+__all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """The agent held its run: ``request`` is what it asked; resume with ``run_id=held.run_id``."""
+
+    request: Any
+    run_id: str
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Held):
+            return (self.request, self.run_id) == (other.request, other.run_id)
+        return bool(self.request == other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class Recorder:
+    """Child runs an agent started with ``inv.start_run`` (nothing runs them in a test)."""
+
+    runs: list[Run] = field(default_factory=list)
+
+    def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:
+        run = Run(
+            id=f"run-{uuid.uuid4().hex[:12]}", agent=agent, session_id=session_id, user=parent.user,
+            parent_id=parent.run_id, status="queued", input=input, output=None, error=None, hold=None,
+            decision=None, created_at=None, updated_at=None,
+        )
+        self.runs.append(run)
+        return run
+
+
+class Refused(ScopeOps):
+    """A scope the run does not have (no session, no end user): every call raises ``error``."""
+
+    def __init__(self, error: KeepstateError) -> None:
+        self._error = error
+
+    def _refuse(self) -> Any:
+        raise type(self._error)(self._error.message)
+
+    def get_versioned(self, key: str) -> Versioned:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def put(self, key: str, value: Any, if_version: int | None) -> int:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def delete(self, key: str, if_version: int | None) -> None:
+        self._refuse()
+
+    def append(self, key: str, items: list[Any]) -> Appended:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def keys_page(self, prefix: str, after: str, limit: int) -> Page:
+        return self._refuse()  # type: ignore[no-any-return]
+
+
+class AsyncOps:
+    """Sync ops behind an awaitable face, for async agents on an in-process store."""
+
+    def __init__(self, ops: ScopeOps) -> None:
+        self._ops = ops
+
+    async def get_versioned(self, key: str) -> Versioned:
+        return self._ops.get_versioned(key)
+
+    async def put(self, key: str, value: Any, if_version: int | None) -> int:
+        return self._ops.put(key, value, if_version)
+
+    async def delete(self, key: str, if_version: int | None) -> None:
+        self._ops.delete(key, if_version)
+
+    async def append(self, key: str, items: list[Any]) -> Appended:
+        return self._ops.append(key, items)
+
+    async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
+        return self._ops.keys_page(prefix, after, limit)
+
+
+def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
+    """The run, session, agent and user ops of ``claim``, as a server would scope them."""
+    def ops(kind: str, id: str | None) -> ScopeOps:
+        return BackendOps(store.backend, scope_namespace(kind, claim.agent, id))
+
+    session: ScopeOps = Refused(NoSession("this run has no session")) if claim.session_id is None else ops(
+        "session", claim.session_id)
+    user: ScopeOps = Refused(NoUser("this run has no end user")) if claim.user is None else ops("user", claim.user)
+    return [ops("run", claim.run_id), session, ops("agent", None), user]
+
+
+def _claim(agent: str, input: Any, session_id: str | None, user: str | None, run_id: str | None,
+           decision: Any, parent_id: str | None) -> Claim:
+    return Claim(
+        id=f"inv-{uuid.uuid4().hex[:12]}", run_id=run_id or f"run-{uuid.uuid4().hex[:12]}", agent=agent,
+        kind="start" if decision is None else "resume", input=input, decision=decision, session_id=session_id,
+        user=user, parent_id=parent_id, token="", lease_seconds=30.0,
+    )
+
+
+def _open(store: Store | str | None) -> tuple[Store, bool]:
+    if isinstance(store, Store):
+        return store, False
+    return open_store(store or "memory://"), True
+
+
+def run_agent(
+    fn: Callable[..., Any], input: Any = None, session_id: str | None = None, user: str | None = None,
+    store: Store | str | None = None, agent: str = "agent", *, run_id: str | None = None, decision: Any = None,
+    parent_id: str | None = None, children: Recorder | None = None,
+) -> Any:
+    """Run agent ``fn`` once on ``input`` and return its output, or a ``Held`` when it held.
+
+    ``store``: a ``keepstate.Store``, a store URL, or None for a fresh ``memory://`` store (pass
+    one store to several calls to share state between them). A ``decision`` makes this a resume
+    (``inv.kind == "resume"``) of ``run_id``. Child runs the agent starts are recorded in
+    ``children`` when given. Async agent functions work too, outside a running event loop; inside
+    one, ``await arun_agent(...)``.
+    """
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.run(arun_agent(fn, input, session_id, user, store, agent, run_id=run_id, decision=decision,
+                                      parent_id=parent_id, children=children))
+    claim = _claim(agent, input, session_id, user, run_id, decision, parent_id)
+    recorder = children if children is not None else Recorder()
+    opened, owned = _open(store)
+    try:
+        state = State(*(Scope(ops) for ops in _scope_ops(opened, claim)))
+        inv = Invocation(claim, state, lambda a, i, s: recorder.start(claim, a, i, s))
+        try:
+            return fn(inv)
+        except HoldRequested as hold:
+            return Held(hold.request, claim.run_id)
+    finally:
+        if owned:
+            opened.close()
+
+
+async def arun_agent(
+    fn: Callable[..., Awaitable[Any]], input: Any = None, session_id: str | None = None, user: str | None = None,
+    store: Store | str | None = None, agent: str = "agent", *, run_id: str | None = None, decision: Any = None,
+    parent_id: str | None = None, children: Recorder | None = None,
+) -> Any:
+    """``run_agent`` for an ``async def`` agent, from async code: the same arguments and answers."""
+    claim = _claim(agent, input, session_id, user, run_id, decision, parent_id)
+    recorder = children if children is not None else Recorder()
+    opened, owned = _open(store)
+
+    async def start(a: str, i: Any, s: str | None) -> Run:
+        return recorder.start(claim, a, i, s)
+
+    try:
+        state = AsyncState(*(AsyncScope(AsyncOps(ops)) for ops in _scope_ops(opened, claim)))
+        try:
+            return await fn(AsyncInvocation(claim, state, start))
+        except HoldRequested as hold:
+            return Held(hold.request, claim.run_id)
+    finally:
+        if owned:
+            opened.close()
