@@ -1,0 +1,71 @@
+"""The harness store: durable sessions, idempotent operations and named logs next to an agent.
+
+A Python port of the Durable Object store in seeds/004, on ``memory://``, ``sqlite:///file.db``
+(several processes may share the file) or ``postgresql://``::
+
+    store = open_harness_store("sqlite:///harness.db")
+    with store.transaction():
+        store.create_session(id="s1", state={"model": "x"})
+        record, accepted = store.enqueue(session="s1", id="op-1", input={"prompt": "hi"})
+    store.start("s1", "op-1")
+    store.settle("s1", "op-1", Done(result={"text": "hello"}))
+    store.append("s1", "messages", [LogAppend(data={"role": "user"}, id="m1")])
+
+The store is synchronous, like the seed's. See docs/harness-store.md.
+"""
+
+from __future__ import annotations
+
+from .engines import open_engine
+from .records import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_PREFIX,
+    Done,
+    Enqueued,
+    LogAppend,
+    LogEntry,
+    OperationOutcome,
+    OperationRecord,
+    OperationStatus,
+    SessionRecord,
+    Unanswered,
+    check_chunk_size,
+    check_prefix,
+)
+from .schema import component, steps
+from .store import HarnessStore
+
+
+def open_harness_store(url: str, prefix: str = DEFAULT_PREFIX, chunk_size: int = DEFAULT_CHUNK_SIZE) -> HarnessStore:
+    """Open the store at ``url``, creating or migrating its tables (safe when processes race on it).
+
+    ``prefix`` names the tables, so several stores can share one database without seeing each
+    other: a letter, then letters, digits or ``_`` (at most 40), never ``_cf_…``. ``chunk_size`` is
+    the most bytes of one log entry's JSON per row; larger entries continue on further rows.
+    Raises InvalidRequest for a bad prefix or chunk size, ValueError for an unknown URL scheme,
+    Unavailable when the database cannot be reached.
+    """
+    check_prefix(prefix)
+    check_chunk_size(chunk_size)
+    engine = open_engine(url)
+    try:
+        engine.migrate(component(prefix), steps(prefix, engine.dialect))
+    except BaseException:
+        engine.close()
+        raise
+    return HarnessStore(engine, prefix, chunk_size)
+
+
+__all__ = [
+    "Done",
+    "Enqueued",
+    "HarnessStore",
+    "LogAppend",
+    "LogEntry",
+    "OperationOutcome",
+    "OperationRecord",
+    "OperationStatus",
+    "SessionRecord",
+    "Unanswered",
+    "open_harness_store",
+]
