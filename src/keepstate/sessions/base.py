@@ -1,0 +1,286 @@
+"""The session store: leases, fencing and ``transact``, written once over a small backend contract.
+
+A backend (memory, SQLite, PostgreSQL, Redis) implements only ``LeaseBackend``: grant / renew /
+release a per-session lease whose token is a fencing counter that only grows, and read / write /
+remove / touch a stored blob, optionally *fenced* (the write happens only if the token is still the
+session's current one, checked by the store in the same atomic step as the write).
+
+Everything else lives here, once: waiting with back-off (``SessionLocked`` after ``wait_timeout``),
+the background renewal every third of the lease, cancelling the operation when the lease is lost,
+and the context variable that makes every ``set``/``delete``/``touch`` made inside ``transact``
+carry the token without the caller passing it. No database transaction or lock is held across the
+awaited work: each primitive is one short atomic statement (or one Lua script).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import LeaseLost, SessionLocked, Unavailable
+from ..values import check_key
+from .state import SessionState, now_ms
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A stored blob: its bytes, its expiry (ms, None = none) and whether expiry is suspended."""
+
+    data: bytes
+    expires_at: int | None
+    pinned: bool = False
+
+    def live(self, at_ms: int) -> bool:
+        return self.pinned or self.expires_at is None or self.expires_at > at_ms
+
+
+class LeaseBackend(ABC):
+    """The per-backend primitives. Tokens are fencing counters: each grant gets a larger one.
+
+    ``token=None`` on a write means unfenced (a plain write). A fenced write returns False,
+    writing nothing, when the token is no longer the session's current one. Every method raises
+    ``Unavailable`` when the store cannot be reached, and nothing else from the driver.
+    """
+
+    poll_first = 0.01  # seconds a waiter sleeps before its first retry; doubled up to poll_max
+    poll_max = 0.2
+
+    @abstractmethod
+    async def acquire(self, id: str, ttl_ms: int) -> int | None:
+        """Grant the lease when free or expired: the new (larger) token, else None."""
+
+    @abstractmethod
+    async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
+        """Extend the lease by ``ttl_ms`` when ``token`` is still current; False when it is not."""
+
+    @abstractmethod
+    async def release(self, id: str, token: int) -> None:
+        """Free the lease when ``token`` is still current (the counter is kept)."""
+
+    @abstractmethod
+    async def read(self, id: str) -> Stored | None:
+        """The stored blob, or None when absent (expired blobs may be returned; callers check)."""
+
+    @abstractmethod
+    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+        """Replace the blob; fenced when ``token`` is given."""
+
+    @abstractmethod
+    async def remove(self, id: str, token: int | None) -> bool:
+        """Delete the blob (absent is fine); fenced when ``token`` is given."""
+
+    @abstractmethod
+    async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
+        """Set the blob's expiry when it exists; fenced when ``token`` is given."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections; the backend is not used afterwards."""
+
+
+@dataclass(eq=False)
+class _Lease:
+    """One granted lease as the holding task sees it."""
+
+    store: SessionStore
+    id: str
+    token: int
+    task: asyncio.Task[Any] | None
+    in_body: bool = False
+    lost: bool = False
+    cancelled: bool = False
+    unreachable: bool = False  # lost because renewals could not reach the store (not refused)
+    deadline: float = field(default=0.0)
+
+
+_HELD: contextvars.ContextVar[tuple[_Lease, ...]] = contextvars.ContextVar("keepstate_session_leases", default=())
+
+
+def _held(store: SessionStore, id: str) -> _Lease | None:
+    for lease in _HELD.get():
+        if lease.store is store and lease.id == id:
+            return lease
+    return None
+
+
+class SessionStore:
+    """``get``/``set``/``delete``/``touch`` and ``transact`` over one ``LeaseBackend``.
+
+    Outside ``transact`` writes are plain; inside, they are fenced by the lease's token and raise
+    ``LeaseLost`` (writing nothing) when a newer grant exists.
+    """
+
+    def __init__(self, backend: LeaseBackend, lease_seconds: float = 15, wait_timeout: float = 30) -> None:
+        if lease_seconds <= 0 or wait_timeout < 0:
+            raise ValueError("lease_seconds must be > 0 and wait_timeout >= 0")
+        self.backend = backend
+        self.lease_seconds = lease_seconds
+        self.wait_timeout = wait_timeout
+
+    async def get(self, id: str) -> SessionState | None:
+        """The session's state, or None when absent or expired. Never takes the lease."""
+        stored = await self.backend.read(check_key(id, "session id"))
+        if stored is None or not stored.live(now_ms()):
+            return None
+        state = SessionState.from_json(stored.data)
+        if stored.expires_at is not None:
+            state.expires_at = stored.expires_at
+        return state
+
+    async def set(self, id: str, state: SessionState) -> None:
+        """Store ``state`` (expiring at ``state.expires_at``; never while it is executing)."""
+        stored = Stored(state.to_bytes(), state.expires_at, pinned=state.phase == "executing")
+        await self._fenced(id, lambda token: self.backend.write(id, stored, token))
+
+    async def delete(self, id: str) -> None:
+        """Remove the session's state (absent is fine)."""
+        await self._fenced(id, lambda token: self.backend.remove(id, token))
+
+    async def touch(self, id: str, expires_at: int) -> None:
+        """Move the session's expiry to ``expires_at`` (ms since epoch); absent is a no-op."""
+        await self._fenced(id, lambda token: self.backend.touch(id, int(expires_at), token))
+
+    async def transact(self, id: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run ``operation`` holding ``id``'s lease across every process sharing the store.
+
+        Raises ``SessionLocked`` after ``wait_timeout`` of waiting, ``LeaseLost`` when the lease
+        is lost mid-operation (the operation is cancelled; none of its later writes land), and
+        ``Unavailable`` when the store cannot be reached (also when renewals cannot reach it).
+        """
+        async with self.hold(id):
+            return await operation()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, id: str) -> AsyncIterator[None]:
+        """``transact`` as an ``async with`` block, for callers whose work is a block of code.
+
+        Re-entrant: holding ``id`` already in this task's context just runs the block.
+        """
+        check_key(id, "session id")
+        if _held(self, id) is not None:
+            yield
+            return
+        lease = _Lease(self, id, await self._acquire(id), asyncio.current_task())
+        lease.deadline = time.monotonic() + self.lease_seconds
+        reset = _HELD.set((*_HELD.get(), lease))
+        renewer = asyncio.create_task(self._renew_loop(lease), name=f"keepstate-renew-{id}")
+        lost_in_body = False
+        try:
+            lease.in_body = True
+            try:
+                yield
+            finally:
+                lease.in_body = False
+                lost_in_body = lease.lost
+        except asyncio.CancelledError:
+            if _uncancel(lease):
+                raise _lost(lease, "the operation was cancelled") from None
+            raise
+        finally:
+            _HELD.reset(reset)
+            renewer.cancel()
+            await _finish(renewer)
+            await _release_quietly(self.backend, id, lease.token)
+        if lost_in_body:
+            _uncancel(lease)
+            raise _lost(lease, "while the operation ran")
+
+    async def aclose(self) -> None:
+        await self.backend.close()
+
+    async def __aenter__(self) -> SessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @property
+    def _ttl_ms(self) -> int:
+        return max(int(self.lease_seconds * 1000), 1)
+
+    async def _fenced(self, id: str, write: Callable[[int | None], Awaitable[bool]]) -> None:
+        check_key(id, "session id")
+        lease = _held(self, id)
+        if await write(None if lease is None else lease.token):
+            return
+        if lease is not None:
+            lease.lost = True
+        raise LeaseLost(f"session {id!r}: a newer lease exists; the write was refused")
+
+    async def _acquire(self, id: str) -> int:
+        """Poll with jittered exponential back-off until granted or ``wait_timeout`` passes."""
+        give_up = time.monotonic() + self.wait_timeout
+        delay = self.backend.poll_first
+        while True:
+            token = await self.backend.acquire(id, self._ttl_ms)
+            if token is not None:
+                return token
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise SessionLocked(f"session {id!r} stayed locked for {self.wait_timeout} s", session_id=id)
+            await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
+            delay = min(delay * 2, self.backend.poll_max)
+
+    async def _renew_loop(self, lease: _Lease) -> None:
+        """Renew every third of the TTL; retry sooner on an outage; give up at the deadline."""
+        interval = self.lease_seconds / 3
+        wait = interval
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                ok: bool | None = await self.backend.renew(lease.id, lease.token, self._ttl_ms)
+            except Unavailable:
+                ok = None
+            if ok:
+                lease.deadline = time.monotonic() + self.lease_seconds
+                wait = interval
+            elif ok is False or time.monotonic() >= lease.deadline - min(interval, 0.5):
+                lease.unreachable = ok is None
+                self._lose(lease)
+                return
+            else:
+                wait = min(interval, 0.25)
+
+    @staticmethod
+    def _lose(lease: _Lease) -> None:
+        lease.lost = True
+        if lease.in_body and lease.task is not None and not lease.task.done():
+            lease.cancelled = True
+            lease.task.cancel()
+
+
+def _lost(lease: _Lease, how: str) -> LeaseLost | Unavailable:
+    """LeaseLost when a newer grant exists; Unavailable when renewals could not reach the store."""
+    if lease.unreachable:
+        return Unavailable(f"session {lease.id!r}: the store was unreachable and the lease ran out; {how}")
+    return LeaseLost(f"session {lease.id!r}: lease lost; {how}")
+
+
+def _uncancel(lease: _Lease) -> bool:
+    """Undo our own cancellation of the holder; True when no other cancellation is pending."""
+    if not lease.cancelled or lease.task is None:
+        return False
+    lease.cancelled = False
+    return lease.task.uncancel() == 0
+
+
+async def _finish(task: asyncio.Task[Any]) -> None:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+async def _release_quietly(backend: LeaseBackend, id: str, token: int) -> None:
+    """Release even when the holder is being cancelled; an outage just lets the lease expire."""
+    with contextlib.suppress(Unavailable):
+        await asyncio.shield(backend.release(id, token))

@@ -1,0 +1,101 @@
+"""Helpers for the session-store tests: backend lists, a free port, a cuttable TCP proxy, subprocess runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ALL = ["memory", "sqlite", "postgres", "redis"]
+SHARED = ["sqlite", "postgres", "redis"]  # backends several processes can share
+
+
+def free_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Proxy:
+    """A TCP forwarder to a real service; ``cut()`` drops every connection and stops listening."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._writers += [writer, up_writer]
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer), return_exceptions=True)
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            writer.transport.abort()
+        self._writers.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.transport.abort()
+
+
+
+
+def with_port(url: str, port: int) -> str:
+    """``url`` pointed at ``port`` on 127.0.0.1 (same user, database, query)."""
+    parts = urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
+
+
+def target_of(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    default = 6379 if parts.scheme.startswith("redis") else 5432
+    return parts.hostname or "127.0.0.1", parts.port or default
+
+
+WORKER = Path(__file__).with_name("sessions_worker.py")
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    """Start the test worker in its own Python process."""
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    """Wait for a worker; its last stdout line is a JSON report."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}): {err[-3000:]}"
+    report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return report
+
+
+async def wait_for_file(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.02)

@@ -1,0 +1,61 @@
+"""A store outage is an operational failure: Unavailable, quickly, and never a replayed effect."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from sessions_support import Proxy, free_port, target_of, with_port
+
+from keepstate import Unavailable
+from keepstate.sessions import InterruptedExecution, SessionManager, open_session_store
+
+NETWORK = ["postgres", "redis"]
+
+
+@pytest.mark.parametrize("backend_url", NETWORK, indirect=True)
+async def test_unreachable_store_raises_unavailable_without_running_anything(backend_url: str) -> None:
+    store = open_session_store(with_port(backend_url, free_port()), wait_timeout=30)
+    ran = []
+
+    async def effect_body() -> None:
+        ran.append("effect")
+
+    for call in (lambda: store.get("s"), lambda: store.transact("s", effect_body)):
+        with pytest.raises(Unavailable):
+            await asyncio.wait_for(call(), timeout=15)  # an error, never a hang
+    with pytest.raises(Unavailable):
+        async with SessionManager(store, "cfg").open("s") as session, session.effect("book", {}):
+            ran.append("effect")
+    assert ran == []
+    await store.aclose()
+
+
+@pytest.mark.parametrize("backend_url", NETWORK, indirect=True)
+async def test_outage_inside_an_effect_leaves_it_interrupted_not_replayed(
+    backend_url: str, proxies: list[Proxy]
+) -> None:
+    proxy = Proxy(*target_of(backend_url))
+    await proxy.start()
+    proxies.append(proxy)
+    flaky = open_session_store(with_port(backend_url, proxy.port), lease_seconds=1, wait_timeout=5)
+    effects = []
+    with pytest.raises(Unavailable):
+        async with SessionManager(flaky, "cfg").open("s") as session, session.effect("book", {"seat": "A1"}):
+            effects.append("booked")  # the business effect happened...
+            await proxy.cut()  # ...and then the store went away before its outcome was saved
+    await flaky.aclose()
+
+    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=10)
+    with pytest.raises(InterruptedExecution) as caught:
+        async with SessionManager(store, "cfg").open("s"):
+            effects.append("replayed")
+    assert caught.value.effect["request"] == {"seat": "A1"}
+    assert effects == ["booked"]
+    await store.aclose()
+
+
+def test_sqlite_file_that_cannot_be_opened_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(Unavailable):
+        open_session_store(f"sqlite:///{tmp_path}/missing-dir/s.db")

@@ -1,0 +1,203 @@
+"""The SessionStore contract, on every backend: get/set/delete/touch, expiry, transact, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from sessions_support import ALL
+
+from keepstate import InvalidKey
+from keepstate.sessions import (
+    LeaseLost,
+    SessionLocked,
+    SessionState,
+    SessionStore,
+    Stored,
+    open_backend,
+    open_session_store,
+)
+from keepstate.sessions.state import now_ms
+
+pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
+
+
+@pytest.fixture
+async def store(backend_url: str) -> SessionStore:
+    opened = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+    yield opened  # type: ignore[misc]
+    await opened.aclose()
+
+
+async def test_set_get_delete_round_trip(store: SessionStore) -> None:
+    state = SessionState(state={"step": 2}, config_hash="c1")
+    state.add_message("user", "book a table for two 🍽")
+    await store.set("s-1", state)
+    got = await store.get("s-1")
+    assert got == state
+    assert await store.get("other") is None
+    await store.delete("s-1")
+    assert await store.get("s-1") is None
+    await store.delete("s-1")  # absent is fine
+
+
+async def test_expired_session_reads_as_none_and_touch_extends(store: SessionStore) -> None:
+    await store.set("short", SessionState(expires_at=now_ms() + 300))
+    await store.set("long", SessionState(expires_at=now_ms() + 300))
+    await store.touch("long", now_ms() + 60_000)
+    await asyncio.sleep(0.5)
+    assert await store.get("short") is None
+    kept = await store.get("long")
+    assert kept is not None and kept.expires_at is not None and kept.expires_at > now_ms() + 50_000
+    await store.touch("absent", now_ms() + 1000)
+    assert await store.get("absent") is None
+
+
+async def test_executing_state_never_expires(store: SessionStore) -> None:
+    await store.set("busy", SessionState(phase="executing", effect={"name": "pay"}, expires_at=now_ms() + 100))
+    await asyncio.sleep(0.3)
+    got = await store.get("busy")
+    assert got is not None and got.effect == {"name": "pay"}
+
+
+async def test_transact_serialises_read_modify_write(store: SessionStore) -> None:
+    await store.set("counter", SessionState(state={"n": 0}))
+
+    async def increment() -> int:
+        state = await store.get("counter")
+        assert state is not None
+        await asyncio.sleep(0.005)  # awaited work between the read and the write
+        state.state["n"] += 1
+        await store.set("counter", state)
+        return int(state.state["n"])
+
+    results = await asyncio.gather(*(store.transact("counter", increment) for _ in range(15)))
+    assert sorted(results) == list(range(1, 16))
+    final = await store.get("counter")
+    assert final is not None and final.state["n"] == 15
+
+
+async def test_lease_is_renewed_under_long_work(store: SessionStore) -> None:
+    async def slow() -> str:
+        await asyncio.sleep(2.2)  # more than twice the 1 s lease
+        await store.set("slow", SessionState(state={"done": True}))
+        return "done"
+
+    async def intruder() -> None:
+        await asyncio.sleep(1.5)
+        await store.transact("slow", lambda: store.set("slow", SessionState(state={"intruder": True})))
+
+    results = await asyncio.gather(store.transact("slow", slow), intruder())
+    assert results[0] == "done"
+    got = await store.get("slow")
+    assert got is not None and got.state == {"intruder": True}  # it waited for the slow holder
+
+
+async def test_waiter_gives_up_with_session_locked(backend_url: str) -> None:
+    holder = open_session_store(backend_url, lease_seconds=2, wait_timeout=5)
+    waiter = open_session_store(backend_url, lease_seconds=2, wait_timeout=0.3)
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def hold() -> None:
+        entered.set()
+        await release.wait()
+
+    task = asyncio.create_task(holder.transact("s", hold))
+    await entered.wait()
+    with pytest.raises(SessionLocked):
+        await waiter.transact("s", lambda: asyncio.sleep(0))
+    release.set()
+    await task
+    assert await waiter.transact("s", lambda: asyncio.sleep(0, "free")) == "free"
+    await holder.aclose()
+    await waiter.aclose()
+
+
+async def test_different_sessions_do_not_wait_for_each_other(store: SessionStore) -> None:
+    inside = {name: asyncio.Event() for name in ("a", "b")}
+
+    async def meet(mine: str, other: str) -> str:
+        inside[mine].set()
+        await asyncio.wait_for(inside[other].wait(), timeout=4)  # only if both hold leases at once
+        return mine
+
+    a, b = store.transact("a", lambda: meet("a", "b")), store.transact("b", lambda: meet("b", "a"))
+    both = await asyncio.gather(a, b)
+    assert both == ["a", "b"]
+
+
+async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) -> None:
+    async def inner() -> str:
+        return await store.transact("r", lambda: asyncio.sleep(0, "nested"))
+
+    assert await store.transact("r", inner) == "nested"
+
+    async def boom() -> None:
+        raise ValueError("definite")
+
+    with pytest.raises(ValueError):
+        await store.transact("r", boom)
+    assert await store.transact("r", lambda: asyncio.sleep(0, "again")) == "again"  # not left locked
+
+
+async def test_stale_token_write_is_refused(backend_url: str) -> None:
+    backend = open_backend(backend_url)
+    first = await backend.acquire("f", 200)
+    assert first is not None
+    assert await backend.acquire("f", 200) is None  # held
+    assert await backend.write("f", Stored(b"{}", None), first)
+    await asyncio.sleep(0.3)
+    second = await backend.acquire("f", 5000)
+    assert second is not None and second > first  # tokens only grow
+    assert not await backend.write("f", Stored(b'{"stale":1}', None), first)
+    assert not await backend.remove("f", first)
+    assert not await backend.touch("f", now_ms(), first)
+    assert not await backend.renew("f", first, 1000)
+    stored = await backend.read("f")
+    assert stored is not None and stored.data == b"{}"
+    await backend.release("f", first)  # a stale release does not free the newer grant
+    assert await backend.acquire("f", 1000) is None
+    await backend.release("f", second)
+    third = await backend.acquire("f", 1000)
+    assert third is not None and third > second
+    await backend.close()
+
+
+async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -> None:
+    """The event loop of the holder stalls (as under GC or SIGSTOP); another holder takes over."""
+    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+    took_over = threading.Event()
+
+    def other_runtime() -> None:
+        async def main() -> None:
+            other = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+            await other.transact("x", lambda: other.set("x", SessionState(state={"by": "other"})))
+            await other.aclose()
+
+        asyncio.run(main())
+        took_over.set()
+
+    async def stalled() -> None:
+        thread = threading.Thread(target=other_runtime)
+        thread.start()
+        time.sleep(1.6)  # blocks this loop: no renewal happens
+        thread.join(timeout=10)
+        assert took_over.is_set()
+        await store.set("x", SessionState(state={"by": "stale"}))
+
+    with pytest.raises(LeaseLost):
+        await store.transact("x", stalled)
+    got = await store.get("x")
+    assert got is not None and got.state == {"by": "other"}
+    await store.aclose()
+
+
+async def test_ids_are_checked(store: SessionStore) -> None:
+    with pytest.raises(InvalidKey):
+        await store.get("no spaces/allowed")
+    with pytest.raises(InvalidKey):
+        await store.transact("", lambda: asyncio.sleep(0))
+
