@@ -152,7 +152,7 @@ def test_keys_are_ordered_paged_and_live_only(scope: keepstate.Scope) -> None:
     listed = list(scope.keys(prefix="item:"))
     assert [key for key, _ in listed] == [n for n in names if n != "item:005"]
     assert all(version == 1 for _, version in listed)
-    assert [key for key, _ in scope.keys(prefix="")][-1] == "other"
+    assert [key for key, _ in scope.keys()][-1] == "other"
     assert list(scope.keys(prefix="zzz")) == []
 
 
