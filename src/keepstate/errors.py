@@ -122,6 +122,7 @@ class InterruptedExecution(KeepstateError):
     """A session was left mid-effect; its outcome is uncertain and must be reconciled."""
 
     code, status = "interrupted_execution", 409
+    effect: Any
 
 
 class TooLarge(KeepstateError):
