@@ -1,0 +1,106 @@
+"""The worker side: claim an invocation, heartbeat it, end it (complete, fail, hold).
+
+A claim is one atomic UPDATE in the store (``status = 'queued'`` is the guard), so one invocation
+goes to exactly one worker however many server processes share the store. A claim with ``wait``
+long-polls: a cheap read first, the claiming write only when something is queued, woken at once
+by this process's own changes and every ``CLAIM_POLL_S`` for other processes'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .. import values
+from ..errors import InvalidRequest, Unauthorized
+from . import auth
+from .models import Caller, Claimed, Run, now_ms
+from .repo import Outcome
+from .service import Platform, require
+
+MAX_CLAIM_WAIT_S = 30.0
+CLAIM_POLL_S = 0.1
+MAX_AGENTS = 100
+
+
+class Invocations:
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.repo = platform.repo
+
+    def _lease_until(self) -> int:
+        return now_ms() + round(self.platform.lease_seconds * 1000)
+
+    async def claim(self, caller: Caller, agents: list[str], wait: float) -> Claimed | None:
+        """The oldest queued invocation of ``agents`` in the caller's environment, or None after ``wait``."""
+        require(caller, "worker", "admin")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(wait, MAX_CLAIM_WAIT_S)
+        while True:
+            event = self.platform.changed.current()
+            if await self.repo.has_queued(caller.env, agents):
+                claimed = await self._claim_now(caller.env, agents)
+                if claimed is not None:
+                    return claimed
+            left = deadline - loop.time()
+            if left <= 0:
+                return None
+            await self.platform.changed.wait(min(left, CLAIM_POLL_S), event)
+
+    async def _claim_now(self, env: str, agents: list[str]) -> Claimed | None:
+        token = auth.new_run_token()
+        claimed = await self.repo.claim(env, agents, auth.hash_secret(token), self._lease_until(), now_ms())
+        if claimed is None:
+            return None
+        self.platform.changed.notify()
+        return Claimed(claimed.invocation, claimed.run, token, self.platform.lease_seconds)
+
+    async def heartbeat(self, token: str | None, invocation_id: str) -> dict[str, Any]:
+        now = now_ms()
+        cancel = await self.repo.heartbeat(invocation_id, _token_hash(token), now, self._lease_until())
+        if cancel is None:
+            raise Unauthorized("run token is not valid for this invocation (not running, or lease ran out)")
+        return {"lease_seconds": self.platform.lease_seconds, "cancel_requested": cancel}
+
+    async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> Run:
+        data = outcome_data(kind, body)
+        run = await self.repo.finish(invocation_id, _token_hash(token), Outcome(kind, data), now_ms())
+        if run is None:
+            raise Unauthorized("run token is not valid for this invocation (not running, or lease ran out)")
+        self.platform.changed.notify()
+        return run
+
+    async def sweep(self) -> int:
+        """Running invocations past their lease become lost and their runs interrupted."""
+        lost = await self.repo.expire(now_ms())
+        if lost:
+            self.platform.changed.notify()
+        return lost
+
+
+def _token_hash(token: str | None) -> str:
+    if not token:
+        raise Unauthorized("missing run token: send x-agentos-run-token")
+    return auth.hash_secret(token)
+
+
+def outcome_data(kind: str, body: dict[str, Any]) -> bytes:
+    """The JSON an invocation ends with: output, ``{type, message}`` error, or hold request."""
+    if kind == "fail":
+        error = body.get("error")
+        if not isinstance(error, dict) or not all(isinstance(error.get(f), str) for f in ("type", "message")):
+            raise InvalidRequest("error must be an object {type: string, message: string}")
+        value: Any = error
+    else:
+        value = body.get("output" if kind == "complete" else "request")
+    data = values.encode(value)
+    values.check_size(len(data), "output" if kind == "complete" else kind)
+    return data
+
+
+def check_agents(agents: object) -> list[str]:
+    if not isinstance(agents, list) or not agents or len(agents) > MAX_AGENTS:
+        raise InvalidRequest(f"agents must be a list of 1-{MAX_AGENTS} agent names")
+    if not all(values.is_key(agent) for agent in agents):
+        raise InvalidRequest("each agent name must be 1-200 of A-Z a-z 0-9 . _ : -")
+    return sorted(set(agents))

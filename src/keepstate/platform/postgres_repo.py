@@ -1,0 +1,247 @@
+"""The platform repository on PostgreSQL: many server processes sharing one database.
+
+psycopg 3 async over a pool (usually the state backend's own, so a server keeps one pool). Every
+operation is one statement, or one short transaction of a few statements that holds no lock
+across anything but its own statements; the SQL is ``sql.py``'s, through ``pg_sql.pg()``, and
+``pg_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on top (row locks that make the
+"other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
+``aconnection``; a unique violation on the idempotency index means "the first run won".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NotFound, SessionBusy
+from ..stores.postgres_db import aconnection, amigrate, open_async_pool
+from . import pg_sql, sql
+from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
+from .pg_sql import pg
+from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
+
+try:
+    import psycopg
+    import psycopg_pool
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
+
+COMPONENT = "platform"
+Conn = psycopg.AsyncConnection[Any]
+Row = tuple[Any, ...]
+
+
+class PostgresRepo(PlatformRepo):
+    """``PlatformRepo`` on one PostgreSQL database (the URL's schema, via ``search_path``)."""
+
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> None:
+        self.pool = pool
+        self._owns_pool = owns_pool
+
+    @classmethod
+    async def open(cls, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> PostgresRepo:
+        """The repository over ``pool``, its schema migrated (safe when several servers start at once)."""
+        await amigrate(pool, COMPONENT, pg_sql.STEPS)
+        return cls(pool, owns_pool)
+
+    @classmethod
+    async def from_url(cls, url: str) -> PostgresRepo:
+        pool = await open_async_pool(url)
+        try:
+            return await cls.open(pool, owns_pool=True)
+        except BaseException:
+            await pool.close()
+            raise
+
+    async def _one(self, query: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Row | None:
+        async with aconnection(self.pool) as conn:
+            return await (await conn.execute(query, params)).fetchone()
+
+    async def _all(self, query: str, params: tuple[Any, ...]) -> list[Row]:
+        async with aconnection(self.pool) as conn:
+            return await (await conn.execute(query, params)).fetchall()
+
+    # keys
+    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+        await self._write_key(pg(sql.INSERT_KEY), key, secret_hash)
+
+    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+        await self._write_key(pg(sql.UPSERT_ADMIN_KEY), key, secret_hash, "admin")
+
+    async def _write_key(self, query: str, key: KeyRecord, secret_hash: str, role: str | None = None) -> None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
+            await conn.execute(query, (key.id, key.env, role or key.role, key.name, key.created_at, secret_hash))
+
+    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+        row = await self._one(pg(sql.KEY_BY_HASH), (secret_hash,))
+        return None if row is None else sql.key_from_row(row)
+
+    async def list_keys(self, env: str) -> list[KeyRecord]:
+        return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
+
+    async def revoke_key(self, env: str, key_id: str) -> bool:
+        async with aconnection(self.pool) as conn:
+            return (await conn.execute(pg(sql.REVOKE_KEY), (env, key_id))).rowcount > 0
+
+    async def has_keys(self) -> bool:
+        return await self._one(pg(sql.ANY_KEY)) is not None
+
+    # sessions
+    async def create_session(self, session: Session) -> tuple[Session, bool]:
+        """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
+        s = session
+        async with aconnection(self.pool) as conn:
+            params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
+            row = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
+            if row is not None:
+                return sql.session_from_row(row), True
+            row = await (await conn.execute(pg(sql.GET_SESSION), (s.env, s.id))).fetchone()
+        if row is None:  # deleted between the two statements: as if it never existed, try again
+            return await self.create_session(session)
+        return sql.session_from_row(row), False
+
+    async def get_session(self, env: str, session_id: str) -> Session | None:
+        row = await self._one(pg(sql.GET_SESSION), (env, session_id))
+        return None if row is None else sql.session_from_row(row)
+
+    async def list_sessions(
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+    ) -> list[Session]:
+        rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
+        return [sql.session_from_row(row) for row in rows]
+
+    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
+                return None
+            cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
+            if cur.rowcount == 0:
+                raise SessionBusy(f"session {session_id!r} has a queued or running run")
+            rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
+        return [row[0] for row in rows]
+
+    # runs
+    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+        try:
+            async with aconnection(self.pool) as conn, conn.transaction():
+                return await _start_run(conn, run, caller, invocation)
+        except psycopg.errors.UniqueViolation as error:
+            if error.diag.constraint_name != pg_sql.IDEMPOTENCY_INDEX:
+                raise
+        first = await self._one(pg(sql.RUN_BY_IDEMPOTENCY), (run.env, caller, run.idempotency_key))
+        assert first is not None  # the violation means it is committed
+        return sql.run_from_row(first), False
+
+    async def get_run(self, env: str, run_id: str) -> Run | None:
+        row = await self._one(pg(sql.GET_RUN), (env, run_id))
+        return None if row is None else sql.run_from_row(row)
+
+    async def list_runs(self, query: RunFilter) -> list[Run]:
+        q = query
+        params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
+        return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
+
+    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
+            if row is None:
+                return None
+            await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
+        return sql.run_from_row(row)
+
+    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
+            row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
+            if row is not None:
+                await conn.execute(pg(sql.CANCEL_QUEUED_INVOCATIONS), (run_id,))
+            else:
+                row = await (await conn.execute(pg(sql.REQUEST_CANCEL), (now, env, run_id))).fetchone()
+            row = row or await (await conn.execute(pg(sql.GET_RUN), (env, run_id))).fetchone()
+        return None if row is None else sql.run_from_row(row)
+
+    # invocations
+    async def has_queued(self, env: str, agents: list[str]) -> bool:
+        return await self._one(pg_sql.has_queued(agents), (env, *agents)) is not None
+
+    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            params = (token_hash, lease_until, env, *agents)
+            row = await (await conn.execute(pg_sql.claim(agents), params)).fetchone()
+            if row is None:
+                return None
+            invocation = sql.invocation_from_row(row)
+            run_row = await (await conn.execute(pg(sql.START_RUN), (now, invocation.run_id))).fetchone()
+        assert run_row is not None  # a queued invocation's run is queued (cancel ends both together)
+        return Claimed(invocation, sql.run_from_row(run_row))
+
+    async def token_context(self, token_hash: str) -> RunContext | None:
+        row = await self._one(pg(sql.TOKEN_CONTEXT), (token_hash,))
+        return None if row is None else RunContext(*row)
+
+    async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
+        """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
+        async with aconnection(self.pool) as conn:
+            params = (lease_until, invocation_id, token_hash, now)
+            row = await (await conn.execute(pg(sql.HEARTBEAT), params)).fetchone()
+            if row is None:
+                return None
+            flag = await (await conn.execute(pg(sql.RUN_CANCEL_REQUESTED), (row[0],))).fetchone()
+        return bool(flag and flag[0])
+
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
+        async with aconnection(self.pool) as conn, conn.transaction():
+            params = (FINISHED[outcome.kind], invocation_id, token_hash, now)
+            row = await (await conn.execute(pg(sql.END_INVOCATION), params)).fetchone()
+            if row is None:
+                return None
+            run_id = row[0]
+            flag = await (await conn.execute(pg_sql.LOCK_CANCEL_REQUESTED, (run_id,))).fetchone()
+            status = finished_status(outcome.kind, bool(flag and flag[0]))
+            extra = (NULL,) if outcome.kind == "hold" else ()
+            query = pg_sql.FINISH_RUN[outcome.kind]
+            ended = await (await conn.execute(query, (status, outcome.data, now, *extra, run_id))).fetchone()
+        assert ended is not None  # the live invocation's run is running, and locked here
+        return sql.run_from_row(ended)
+
+    async def expire(self, now: int) -> int:
+        row = await self._one(pg_sql.EXPIRE, {"now": now})
+        return int(row[0]) if row else 0
+
+    async def ping(self) -> None:
+        await self._one("SELECT 1")
+
+    async def aclose(self) -> None:
+        if self._owns_pool:
+            await self.pool.close()
+
+
+async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+    """In one transaction: the session row locked first, so the "no active run" guard sees every commit."""
+    session_exists = True
+    if run.session_id is not None:
+        locked = await (await conn.execute(pg_sql.LOCK_SESSION, (run.env, run.session_id))).fetchone()
+        session_exists = locked is not None
+    if run.idempotency_key is not None:
+        params = (run.env, caller, run.idempotency_key)
+        row = await (await conn.execute(pg(sql.RUN_BY_IDEMPOTENCY), params)).fetchone()
+        if row is not None:
+            return sql.run_from_row(row), False
+    if not session_exists:
+        raise NotFound(f"no session {run.session_id!r}")
+    stored = await _insert_run(conn, run, caller)
+    await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
+    return stored, True
+
+
+async def _insert_run(conn: Conn, run: Run, caller: str) -> Run:
+    params = sql.run_params(run, caller)
+    if run.session_id is None:
+        query = pg_sql.INSERT_RUN
+    else:
+        query = pg_sql.INSERT_SESSION_RUN
+        params = (*params, run.env, run.session_id, run.env, run.session_id)
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:
+        raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+    return sql.run_from_row(row)

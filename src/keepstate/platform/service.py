@@ -1,0 +1,255 @@
+"""The rules of the API over a ``PlatformRepo``: who may do what, and what each call means.
+
+``Platform`` authenticates callers, checks roles and visibility (owners see their sessions and
+runs, other members get 404, admins see their whole environment, environments never meet) and
+turns requests into the repository's atomic operations. Invocations and the State API live in
+``invocations.py`` and ``state.py``, over the same object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .. import values
+from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
+from ..scope import scope_namespace
+from ..stores.base import Backend
+from . import auth
+from .models import ACTIVE, ROLES, Caller, Invocation, KeyRecord, Page, Run, Session, now_ms
+from .notify import Notifier
+from .repo import PlatformRepo, RunFilter
+
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+MAX_RUN_WAIT_S = 60.0
+RUN_POLL_S = 0.25
+
+
+class Platform:
+    """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
+
+    def __init__(self, repo: PlatformRepo, state: Backend, lease_seconds: float = 30.0) -> None:
+        self.repo = repo
+        self.state = state
+        self.lease_seconds = lease_seconds
+        self.changed = Notifier()
+
+    async def aclose(self) -> None:
+        try:
+            await self.repo.aclose()
+        finally:
+            await self.state.aclose()
+
+    async def ping(self) -> None:
+        await self.repo.ping()
+        await self.state.ping()
+
+    # credentials
+    async def authenticate(self, authorization: str | None) -> Caller:
+        secret = auth.bearer(authorization)
+        if secret is None:
+            raise Unauthorized("missing credential: send Authorization: Bearer KEY")
+        key = await self.repo.key_by_hash(auth.hash_secret(secret))
+        if key is None or key.revoked:
+            raise Unauthorized("unknown or revoked key")
+        return Caller(key.env, key.role, key.id)
+
+    async def authenticate_run(self, token: str | None) -> Caller:
+        """The caller behind a run token, valid only while its invocation runs and its lease lasts."""
+        if not token:
+            raise Unauthorized("missing run token: send x-agentos-run-token")
+        ctx = await self.repo.token_context(auth.hash_secret(token))
+        if ctx is None:
+            raise Unauthorized("run token is not valid: its invocation is not running")
+        if ctx.lease_until < now_ms():
+            await self.repo.expire(now_ms())
+            self.changed.notify()
+            raise Unauthorized("run token is not valid: its invocation's lease ran out")
+        return Caller(ctx.env, "run", ctx.owner, ctx)
+
+    # keys
+    async def create_key(self, env: str, role: str, name: str | None = None) -> tuple[KeyRecord, str]:
+        """A new key of ``env`` (created if needed); the secret is returned here and never again."""
+        if role not in ROLES:
+            raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
+        values.check_key(env, "environment")
+        secret = auth.new_key_secret()
+        key = KeyRecord(auth.new_id("key"), env, role, name, now_ms())
+        await self.repo.add_key(key, auth.hash_secret(secret))
+        return key, secret
+
+    async def issue_key(self, caller: Caller, role: object, name: str | None) -> tuple[KeyRecord, str]:
+        """An admin creates a key of its own environment."""
+        require(caller, "admin")
+        if not isinstance(role, str):
+            raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
+        return await self.create_key(caller.env, role, name)
+
+    async def ensure_admin_key(self, secret: str, env: str = "default") -> None:
+        key = KeyRecord(auth.new_id("key"), env, "admin", "bootstrap", now_ms())
+        await self.repo.ensure_admin_key(key, auth.hash_secret(secret))
+
+    async def list_keys(self, caller: Caller) -> list[KeyRecord]:
+        require(caller, "admin")
+        return await self.repo.list_keys(caller.env)
+
+    async def revoke_key(self, caller: Caller, key_id: str) -> None:
+        require(caller, "admin")
+        if not await self.repo.revoke_key(caller.env, key_id):
+            raise NotFound(f"no key {key_id!r}")
+
+    # sessions
+    async def create_session(self, caller: Caller, body: dict[str, Any]) -> tuple[Session, bool]:
+        require(caller, "admin", "member")
+        session_id = name_field(body, "id") or auth.new_id("ses")
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidRequest("metadata must be an object")
+        data = values.encode({} if metadata is None else metadata)
+        values.check_size(len(data), "metadata")
+        session = Session(caller.env, session_id, caller.key_id, name_field(body, "user"), data, now_ms())
+        stored, created = await self.repo.create_session(session)
+        if not created and not self.may_use(caller, stored.owner):
+            raise Forbidden(f"session id {session_id!r} is taken by another caller")
+        return stored, created
+
+    def may_use(self, caller: Caller, owner: str) -> bool:
+        return caller.is_admin or caller.key_id == owner
+
+    async def session(self, caller: Caller, session_id: str) -> Session:
+        """A session the caller may use; 404 also when it exists but is someone else's."""
+        found = await self.repo.get_session(caller.env, session_id)
+        if found is None or not self.may_use(caller, found.owner):
+            raise NotFound(f"no session {session_id!r}")
+        return found
+
+    async def get_session(self, caller: Caller, session_id: str) -> Session:
+        require(caller, "admin", "member")
+        return await self.session(caller, session_id)
+
+    async def list_sessions(self, caller: Caller, user: str | None, after: str | None, limit: int) -> Page:
+        require(caller, "admin", "member")
+        owner = None if caller.is_admin else caller.key_id
+        found = await self.repo.list_sessions(caller.env, owner, user, cursor(after), limit)
+        return page(found, limit)
+
+    async def delete_session(self, caller: Caller, session_id: str) -> None:
+        """Delete the session and its session-scope state of every agent that ran in it."""
+        await self.get_session(caller, session_id)
+        agents = await self.repo.delete_session(caller.env, session_id)
+        if agents is None:
+            raise NotFound(f"no session {session_id!r}")
+        for agent in agents:
+            await self.state.drop(scope_namespace("session", agent, session_id, caller.env))
+
+    # runs
+    async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[Run, bool]:
+        """Queue a run and its start invocation; SessionBusy while a run of its session is active."""
+        if caller.role not in ("admin", "member", "run"):
+            raise Forbidden("only admin and member keys or a run token start runs")
+        agent = str(name_field(body, "agent", required=True))
+        session_id = name_field(body, "session_id")
+        idempotency_key = name_field(body, "idempotency_key")
+        data = values.encode(body.get("input"))
+        values.check_size(len(data), "input")
+        user = await self._run_user(caller, session_id)
+        now = now_ms()
+        parent = caller.run
+        run = Run(caller.env, auth.new_id("run"), agent, caller.key_id, session_id, user,
+                  parent.run_id if parent else None, "queued", data, now, now, idempotency_key=idempotency_key)
+        invocation = Invocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now)
+        who = f"run:{parent.run_id}" if parent else caller.key_id
+        stored, created = await self.repo.start_run(run, who, invocation)
+        if created:
+            self.changed.notify()
+        return stored, created
+
+    async def _run_user(self, caller: Caller, session_id: str | None) -> str | None:
+        session = None if session_id is None else await self.session(caller, session_id)
+        if caller.run is not None:
+            return caller.run.user
+        return None if session is None else session.user
+
+    async def get_run(self, caller: Caller, run_id: str, wait: float = 0.0) -> Run:
+        require(caller, "admin", "member")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
+        while True:
+            event = self.changed.current()
+            run = await self._visible_run(caller, run_id)
+            left = deadline - loop.time()
+            if run.status not in ACTIVE or left <= 0:
+                return run
+            await self.changed.wait(min(left, RUN_POLL_S), event)
+
+    async def _visible_run(self, caller: Caller, run_id: str) -> Run:
+        run = await self.repo.get_run(caller.env, run_id)
+        if run is None or not self.may_use(caller, run.owner):
+            raise NotFound(f"no run {run_id!r}")
+        return run
+
+    async def list_runs(self, caller: Caller, query: dict[str, Any]) -> Page:
+        require(caller, "admin", "member")
+        owner = None if caller.is_admin else caller.key_id
+        limit = query["limit"]
+        after = cursor(query.get("after"))
+        found = await self.repo.list_runs(
+            RunFilter(caller.env, owner, query.get("session_id"), query.get("status"), after, limit)
+        )
+        return page(found, limit)
+
+    async def decide(self, caller: Caller, run_id: str, body: dict[str, Any]) -> Run:
+        """held → queued for its resume, with ``{approved, data}`` as the decision; never session_busy."""
+        require(caller, "admin", "member")
+        approved = body.get("approved")
+        if not isinstance(approved, bool):
+            raise InvalidRequest("approved must be true or false")
+        decision = values.encode({"approved": approved, "data": body.get("data")})
+        values.check_size(len(decision), "decision")
+        run = await self._visible_run(caller, run_id)
+        now = now_ms()
+        invocation = Invocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now)
+        decided = await self.repo.decide(caller.env, run_id, decision, invocation, now)
+        if decided is None:
+            raise NotHeld(f"run {run_id!r} is not held")
+        self.changed.notify()
+        return decided
+
+    async def cancel(self, caller: Caller, run_id: str) -> Run:
+        require(caller, "admin", "member")
+        await self._visible_run(caller, run_id)
+        run = await self.repo.cancel(caller.env, run_id, now_ms())
+        if run is None:
+            raise NotFound(f"no run {run_id!r}")
+        self.changed.notify()
+        return run
+
+
+def require(caller: Caller, *roles: str) -> None:
+    if caller.role not in roles:
+        raise Forbidden(f"this call needs a key with role {' or '.join(roles)}, not {caller.role}")
+
+
+def name_field(body: dict[str, Any], name: str, required: bool = False) -> str | None:
+    """A string field in the key charset (ids, agent and user names)."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidRequest(f"{name} is required")
+        return None
+    if not values.is_key(value):
+        raise InvalidRequest(f"{name} must be a string of 1-200 of A-Z a-z 0-9 . _ : -")
+    return str(value)
+
+
+def cursor(after: str | None) -> int:
+    if after is None or after == "":
+        return 0
+    if not after.isdigit() or len(after) > 18:
+        raise InvalidRequest("after must be the next cursor of a previous page")
+    return int(after)
+
+
+def page(items: list[Any], limit: int) -> Page:
+    return Page(items, str(items[-1].seq) if len(items) == limit and items else None)
+

@@ -1,0 +1,77 @@
+"""The State API as a run token sees it: four scopes of the token's run, on the state Backend.
+
+The namespace of each scope comes from ``keepstate.scope.scope_namespace`` (the same function the
+embedded store and ``keepstate.testing`` use), so an agent finds the same state whether it runs
+embedded or behind this server. Validation (keys, values, sizes) is ``keepstate.values``'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import values
+from ..errors import InvalidKey, InvalidRequest, NoSession, NotFound, NoUser
+from ..scope import check_if_version, scope_namespace
+from ..stores.base import SCOPE_KINDS, Backend, Entry
+from .models import RunContext
+
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+
+
+def namespace(ctx: RunContext, kind: str) -> str:
+    """The namespace of ``kind`` for the token's run: NoSession / NoUser when it has none."""
+    if kind not in SCOPE_KINDS:
+        raise InvalidRequest(f"unknown scope {kind!r}: use one of {', '.join(SCOPE_KINDS)}")
+    ids: dict[str, str | None] = {"run": ctx.run_id, "session": ctx.session_id, "user": ctx.user, "agent": None}
+    scope_id = ids[kind]
+    if kind == "session" and scope_id is None:
+        raise NoSession("this run has no session: the session scope needs one")
+    if kind == "user" and scope_id is None:
+        raise NoUser("this run has no end user: the user scope needs one")
+    return scope_namespace(kind, ctx.agent, scope_id, ctx.env)
+
+
+class StateApi:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    async def get(self, ctx: RunContext, kind: str, key: str) -> Entry:
+        ns = namespace(ctx, kind)
+        entry = await self.backend.get(ns, values.check_key(key))
+        if entry is None:
+            raise NotFound(f"no value at {kind}/{key}")
+        return entry
+
+    async def put(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> int:
+        ns = namespace(ctx, kind)
+        values.check_key(key)
+        if "value" not in body:
+            raise InvalidRequest("value is required")
+        if_version = check_if_version(body.get("if_version"))
+        data = values.encode(body["value"])
+        values.check_size(len(data))
+        return await self.backend.put(ns, key, data, if_version)
+
+    async def delete(self, ctx: RunContext, kind: str, key: str, if_version: int | None) -> None:
+        ns = namespace(ctx, kind)
+        await self.backend.delete(ns, values.check_key(key), if_version)
+
+    async def append(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
+        ns = namespace(ctx, kind)
+        values.check_key(key)
+        items = body.get("items")
+        if not isinstance(items, list):
+            raise InvalidRequest("items must be a list")
+        encoded = values.encode_items(items)
+        values.check_size(values.list_size(map(len, encoded), len(encoded)), "the appended items")
+        return await self.backend.append(ns, key, encoded)
+
+    async def keys(
+        self, ctx: RunContext, kind: str, prefix: str, after: str, limit: int
+    ) -> tuple[list[tuple[str, int]], str | None]:
+        ns = namespace(ctx, kind)
+        for name, text in (("prefix", prefix), ("after", after)):
+            if text and not values.is_key(text):
+                raise InvalidKey(f"{name} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
+        found = await self.backend.keys(ns, prefix, after, limit)
+        return found, (found[-1][0] if len(found) == limit else None)

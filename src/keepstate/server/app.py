@@ -1,0 +1,145 @@
+"""The ASGI application: routes, the one error handler, metrics, health, and the store's life.
+
+Starlette, not FastAPI: on this machine FastAPI served the same small GET ~2.6x slower (see
+``bench/bench_http.py`` and docs/http-api.md), and request validation here is
+``keepstate.values`` either way. Every ``KeepstateError`` becomes its JSON body and status (503
+also gets ``Retry-After``); anything else is a logged 500 ``internal``, which is a bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import KeepstateError, Unavailable
+from ..platform import Invocations, Platform, StateApi, open_platform
+from .bootstrap import bootstrap
+from .http import json_response
+from .metrics import Metrics, MetricsMiddleware
+from .openapi import DOCUMENT
+from .routes import ROUTES
+
+log = logging.getLogger("keepstate.server")
+SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
+
+
+def error_response(error: KeepstateError) -> Response:
+    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, Unavailable) else None
+    return json_response(error.to_dict(), error.status, headers)
+
+
+async def on_keepstate_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, KeepstateError)
+    if isinstance(error, Unavailable):
+        request.app.state.metrics.store_errors.inc()
+    if error.status >= 500 and not isinstance(error, Unavailable):
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=error)
+    return error_response(error)
+
+
+async def on_http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own 404 (no route) and 405 (wrong method), in the API's error shape."""
+    assert isinstance(error, HTTPException)
+    code = "not_found" if error.status_code == 404 else "invalid_request"
+    headers = dict(error.headers or {})
+    return json_response({"error": code, "message": str(error.detail)}, error.status_code, headers)
+
+
+async def on_internal(request: Request, error: Exception) -> Response:
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=error)
+    return json_response({"error": "internal", "message": "internal server error"}, 500)
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"ok": True})
+
+
+async def readyz(request: Request) -> Response:
+    platform: Platform = request.app.state.platform
+    try:
+        await platform.ping()
+    except KeepstateError as error:
+        return json_response({"ok": False, "error": error.code, "message": error.message}, 503,
+                             {"Retry-After": "1"})
+    return json_response({"ok": True})
+
+
+async def metrics(request: Request) -> Response:
+    found: Metrics = request.app.state.metrics
+    return found.render(request)
+
+
+async def openapi(request: Request) -> Response:
+    return json_response(DOCUMENT)
+
+
+async def _sweep_forever(invocations: Invocations, lease_seconds: float) -> None:
+    """Lose invocations whose lease ran out, even when nobody looks at them."""
+    period = min(max(lease_seconds / 4, SWEEP_MIN_S), SWEEP_MAX_S)
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await invocations.sweep()
+        except KeepstateError as error:
+            log.warning("lease sweep failed: %s", error)
+
+
+def create_app(
+    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None
+) -> Starlette:
+    """The app over the store at ``store_url``, opened at startup and closed at shutdown.
+
+    With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``).
+    """
+    app_metrics = Metrics()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        platform = await open_platform(store_url, lease_seconds)
+        app.state.platform = platform
+        app.state.invocations = Invocations(platform)
+        app.state.state_api = StateApi(platform.state)
+        if bootstrap_admin:
+            await bootstrap(platform, admin_key)
+        sweeper = asyncio.create_task(_sweep_forever(app.state.invocations, lease_seconds))
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await platform.aclose()
+            print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
+
+    routes = [
+        *ROUTES,  # the State API first: the router tries routes in order
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(MetricsMiddleware, metrics=app_metrics)],
+        exception_handlers={KeepstateError: on_keepstate_error, HTTPException: on_http_error, Exception: on_internal},
+        lifespan=lifespan,
+    )
+    app.state.metrics = app_metrics
+    return app
+
+
+def app_from_env() -> Starlette:
+    """Factory for ``--workers N``: each worker process builds its app from the environment."""
+    import os
+
+    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")))

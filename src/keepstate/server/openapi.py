@@ -1,0 +1,203 @@
+"""The OpenAPI 3.1 document of the HTTP API, written as data (served at ``/openapi.json``).
+
+Small helpers build the repetitive parts (errors, auth, JSON bodies); the schemas mirror the
+records of ``keepstate.platform.models`` and the State API of the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+ANY: Obj = {}
+STR: Obj = {"type": "string"}
+INT: Obj = {"type": "integer"}
+NAME: Obj = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"}
+
+
+def ref(name: str) -> Obj:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(required: list[str], **props: Obj) -> Obj:
+    return {"type": "object", "required": required, "properties": props}
+
+
+def nullable(schema: Obj) -> Obj:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def body(schema: Obj, required: bool = True) -> Obj:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def ok(schema: Obj, description: str = "OK") -> Obj:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def errors(*statuses: int) -> Obj:
+    answers = {str(s): {"$ref": f"#/components/responses/E{s}"} for s in (400, 401, *statuses, 503)}
+    return answers
+
+
+def op(summary: str, answers: Obj, *, security: str = "key", request: Obj | None = None,
+       params: list[Obj] | None = None) -> Obj:
+    found: Obj = {"summary": summary, "responses": answers, "security": [{security: []}]}
+    if request is not None:
+        found["requestBody"] = request
+    if params:
+        found["parameters"] = params
+    return found
+
+
+def path_param(name: str) -> Obj:
+    return {"name": name, "in": "path", "required": True, "schema": STR}
+
+
+def query(name: str, schema: Obj, description: str = "") -> Obj:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+PAGE = [query("after", STR, "the `next` of the previous page"), query("limit", {**INT, "minimum": 1, "maximum": 1000})]
+SCOPE = {"name": "scope", "in": "path", "required": True, "schema": {"enum": ["run", "session", "agent", "user"]}}
+KEY = {"name": "key", "in": "path", "required": True, "schema": NAME}
+RUN_ANSWER = ok(ref("Run"))
+ENDED = ok(obj(["ok", "run_id", "status"], ok={"type": "boolean"}, run_id=STR, status=STR))
+
+SCHEMAS: Obj = {
+    "Error": {**obj(["error", "message"], error=STR, message=STR, path=STR, current_version=INT,
+                    retry_after=INT), "additionalProperties": True},
+    "Key": obj(["id", "role", "name", "created_at"], id=STR, role={"enum": ["admin", "member", "worker"]},
+               name=nullable(STR), created_at=INT),
+    "Session": obj(["id", "owner", "user", "metadata", "created_at"], id=NAME, owner=STR, user=nullable(NAME),
+                   metadata={"type": "object"}, created_at=INT),
+    "Run": obj(
+        ["id", "agent", "session_id", "user", "parent_id", "status", "input", "output", "error", "hold", "decision",
+         "created_at", "updated_at"],
+        id=STR, agent=NAME, session_id=nullable(NAME), user=nullable(NAME), parent_id=nullable(STR),
+        status={"enum": ["queued", "running", "done", "failed", "held", "interrupted", "cancelled"]},
+        input=ANY, output=ANY, error=ANY, hold=ANY, decision=ANY, cancel_requested={"type": "boolean"},
+        created_at=INT, updated_at=INT,
+    ),
+    "Invocation": obj(
+        ["id", "run_id", "agent", "kind", "input", "decision", "session_id", "user", "parent_id", "token",
+         "lease_seconds"],
+        id=STR, run_id=STR, agent=NAME, kind={"enum": ["start", "resume"]}, input=ANY, decision=ANY,
+        session_id=nullable(NAME), user=nullable(NAME), parent_id=nullable(STR), token=STR,
+        lease_seconds={"type": "number"},
+    ),
+}
+
+ERROR_TEXT = {400: "invalid_key, invalid_value (with path) or invalid_request", 401: "unauthorized",
+              403: "forbidden", 404: "not_found",
+              409: "version_conflict (current_version), not_a_list, no_session, no_user, session_busy, not_held",
+              413: "too_large", 503: "unavailable (header Retry-After)"}
+RESPONSES = {f"E{status}": ok(ref("Error"), text) for status, text in ERROR_TEXT.items()}
+
+PATHS: Obj = {
+    "/v0/keys": {
+        "post": op("Create a key (admin); the secret is shown once",
+                   {"201": ok(obj(["id", "key", "role", "name"], id=STR, key=STR, role=STR, name=nullable(STR))),
+                    **errors(403)},
+                   request=body(obj(["role"], role={"enum": ["admin", "member", "worker"]}, name=STR))),
+        "get": op("List the environment's keys (admin), without secrets",
+                  {"200": ok(obj(["keys"], keys={"type": "array", "items": ref("Key")})), **errors(403)}),
+    },
+    "/v0/keys/{id}": {"delete": op("Revoke a key (admin)", {"204": {"description": "revoked"}, **errors(403, 404)},
+                                   params=[path_param("id")])},
+    "/v0/sessions": {
+        "post": op("Create a session; the same id again by its owner answers 200 with it",
+                   {"201": ok(ref("Session")), "200": ok(ref("Session")), **errors(403, 413)},
+                   request=body(obj([], id=NAME, user=NAME, metadata={"type": "object"}), required=False)),
+        "get": op("List sessions, oldest first (own; admin: all)",
+                  {"200": ok(obj(["sessions", "next"], sessions={"type": "array", "items": ref("Session")},
+                                 next=nullable(STR))), **errors(403)},
+                  params=[query("user", NAME), *PAGE]),
+    },
+    "/v0/sessions/{id}": {
+        "get": op("Get a session (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404)},
+                  params=[path_param("id")]),
+        "delete": op("Delete a session and its session-scope state",
+                     {"204": {"description": "deleted"}, **errors(403, 404, 409)}, params=[path_param("id")]),
+    },
+    "/v0/runs": {
+        "post": op("Start a run (a turn); with a run token, a child run",
+                   {"202": ok(ref("Run")), "200": ok(ref("Run"), "the first run of this idempotency key"),
+                    **errors(403, 404, 409, 413)},
+                   request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME))),
+        "get": op("List runs, oldest first (own; admin: all)",
+                  {"200": ok(obj(["runs", "next"], runs={"type": "array", "items": ref("Run")}, next=nullable(STR))),
+                   **errors(403)},
+                  params=[query("session_id", NAME), query("status", SCHEMAS["Run"]["properties"]["status"]), *PAGE]),
+    },
+    "/v0/runs/{id}": {"get": op("Get a run; with wait, once it is no longer queued or running",
+                                {"200": RUN_ANSWER, **errors(403, 404)},
+                                params=[path_param("id"), query("wait", {"type": "number", "maximum": 60})])},
+    "/v0/runs/{id}/decision": {"post": op("Decide a held run: it is queued for its resume",
+                                          {"200": RUN_ANSWER, **errors(403, 404, 409, 413)}, params=[path_param("id")],
+                                          request=body(obj(["approved"], approved={"type": "boolean"}, data=ANY)))},
+    "/v0/runs/{id}/cancel": {"post": op("Cancel a run (queued/held now; running: requested)",
+                                        {"200": RUN_ANSWER, **errors(403, 404)}, params=[path_param("id")])},
+    "/v0/invocations/claim": {"post": op(
+        "Claim the oldest queued invocation of these agents (worker, admin); 204 when none came within wait",
+        {"200": ok(ref("Invocation")), "204": {"description": "nothing to do"}, **errors(403)},
+        request=body(obj(["agents"], agents={"type": "array", "items": NAME, "minItems": 1, "maxItems": 100},
+                         wait={"type": "number", "minimum": 0, "maximum": 30})))},
+    "/v0/invocations/{id}/heartbeat": {"post": op(
+        "Extend the invocation's lease", {"200": ok(obj(["lease_seconds", "cancel_requested"],
+                                                        lease_seconds={"type": "number"},
+                                                        cancel_requested={"type": "boolean"}))}
+        | errors(), security="runToken", params=[path_param("id")])},
+    "/v0/invocations/{id}/complete": {"post": op("End the invocation: run done", {"200": ENDED, **errors(413)},
+                                                 security="runToken", params=[path_param("id")],
+                                                 request=body(obj([], output=ANY), required=False))},
+    "/v0/invocations/{id}/fail": {"post": op("End the invocation: run failed", {"200": ENDED, **errors(413)},
+                                             security="runToken", params=[path_param("id")],
+                                             request=body(obj(["error"], error=obj(["type", "message"], type=STR,
+                                                                                   message=STR))))},
+    "/v0/invocations/{id}/hold": {"post": op("End the invocation: run held for a decision",
+                                             {"200": ENDED, **errors(413)}, security="runToken",
+                                             params=[path_param("id")], request=body(obj([], request=ANY), False))},
+    "/v0/state/{scope}/{key}": {
+        "get": op("Read a value", {"200": ok(obj(["value", "version"], value=ANY, version=INT)), **errors(404, 409)},
+                  security="runToken", params=[SCOPE, KEY]),
+        "put": op("Write a value; if_version 0 means only if absent",
+                  {"200": ok(obj(["version"], version=INT)), **errors(409, 413)}, security="runToken",
+                  params=[SCOPE, KEY], request=body(obj(["value"], value=ANY, if_version={**INT, "minimum": 0}))),
+        "delete": op("Delete a value (204 also when absent)", {"204": {"description": "deleted"}, **errors(409)},
+                     security="runToken", params=[SCOPE, KEY, query("if_version", {**INT, "minimum": 0})]),
+    },
+    "/v0/state/{scope}/{key}/append": {"post": op(
+        "Append items atomically, creating the list if needed",
+        {"200": ok(obj(["version", "length"], version=INT, length=INT)), **errors(409, 413)}, security="runToken",
+        params=[SCOPE, KEY], request=body(obj(["items"], items={"type": "array"})))},
+    "/v0/state/{scope}": {"get": op(
+        "List keys in key order",
+        {"200": ok(obj(["keys", "next"], keys={"type": "array", "items": obj(["key", "version"], key=NAME,
+                                                                            version=INT)}, next=nullable(STR))),
+         **errors(409)},
+        security="runToken", params=[SCOPE, query("prefix", STR), *PAGE])},
+    "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok(obj(["ok"], ok={"type": "boolean"}))}}},
+    "/readyz": {"get": {"summary": "Readiness: the store answers",
+                        "responses": {"200": ok(obj(["ok"], ok={"type": "boolean"})),
+                                      "503": ok(ANY, "the store does not answer")}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+        "200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": STR}}}}}},
+    "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok({"type": "object"})}}},
+}
+
+DOCUMENT: Obj = {
+    "openapi": "3.1.0",
+    "info": {"title": "keepstate", "version": "0",
+             "description": "Durable state, sessions and exclusive turns for AI agents. Errors: "
+                            "{error, message, ...details}; branch on `error`."},
+    "paths": PATHS,
+    "components": {
+        "schemas": SCHEMAS,
+        "responses": RESPONSES,
+        "securitySchemes": {
+            "key": {"type": "http", "scheme": "bearer", "description": "an admin, member or worker key"},
+            "runToken": {"type": "apiKey", "in": "header", "name": "x-agentos-run-token"},
+        },
+    },
+}

@@ -1,0 +1,245 @@
+"""Every route of the HTTP API: parse, call the platform, serialise. No rules live here.
+
+Errors are raised as ``KeepstateError`` and written by the one handler in ``app.py``.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import InvalidRequest
+from ..platform.invocations import MAX_CLAIM_WAIT_S, Invocations, check_agents
+from ..platform.models import RUN_STATUSES, Caller
+from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, MAX_RUN_WAIT_S, Platform
+from ..platform.state import StateApi
+from ..scope import check_if_version
+from .http import (
+    body_seconds,
+    json_object,
+    json_response,
+    no_content,
+    query_int,
+    query_name,
+    query_seconds,
+    raw_json,
+)
+
+TOKEN_HEADER = "x-agentos-run-token"
+
+
+def platform(request: Request) -> Platform:
+    found: Platform = request.app.state.platform
+    return found
+
+
+async def key_caller(request: Request) -> Caller:
+    return await platform(request).authenticate(request.headers.get("authorization"))
+
+
+async def run_caller(request: Request) -> Caller:
+    return await platform(request).authenticate_run(request.headers.get(TOKEN_HEADER))
+
+
+def path(request: Request, name: str) -> str:
+    value: str = request.path_params[name]
+    return value
+
+
+# keys
+async def create_key(request: Request) -> Response:
+    caller = await key_caller(request)
+    body = await json_object(request)
+    name = body.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InvalidRequest("name must be a string")
+    key, secret = await platform(request).issue_key(caller, body.get("role"), name)
+    return json_response({"id": key.id, "key": secret, "role": key.role, "name": key.name}, 201)
+
+
+async def list_keys(request: Request) -> Response:
+    keys = await platform(request).list_keys(await key_caller(request))
+    return json_response({"keys": [key.public() for key in keys]})
+
+
+async def revoke_key(request: Request) -> Response:
+    await platform(request).revoke_key(await key_caller(request), path(request, "key_id"))
+    return no_content()
+
+
+# sessions
+async def create_session(request: Request) -> Response:
+    caller = await key_caller(request)
+    session, created = await platform(request).create_session(caller, await json_object(request, optional=True))
+    return json_response(session.public(), 201 if created else 200)
+
+
+async def get_session(request: Request) -> Response:
+    session = await platform(request).get_session(await key_caller(request), path(request, "session_id"))
+    return json_response(session.public())
+
+
+async def list_sessions(request: Request) -> Response:
+    caller = await key_caller(request)
+    limit = query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    found = await platform(request).list_sessions(
+        caller, query_name(request, "user"), request.query_params.get("after"), limit
+    )
+    return json_response({"sessions": [s.public() for s in found.items], "next": found.next})
+
+
+async def delete_session(request: Request) -> Response:
+    await platform(request).delete_session(await key_caller(request), path(request, "session_id"))
+    return no_content()
+
+
+# runs
+async def start_run(request: Request) -> Response:
+    token = request.headers.get(TOKEN_HEADER)
+    caller = await (run_caller(request) if token else key_caller(request))
+    run, created = await platform(request).start_run(caller, await json_object(request))
+    return json_response(run.public(), 202 if created else 200)
+
+
+async def get_run(request: Request) -> Response:
+    caller = await key_caller(request)
+    wait = query_seconds(request, "wait", MAX_RUN_WAIT_S)
+    run = await platform(request).get_run(caller, path(request, "run_id"), wait)
+    return json_response(run.public())
+
+
+async def list_runs(request: Request) -> Response:
+    caller = await key_caller(request)
+    status = request.query_params.get("status") or None
+    if status is not None and status not in RUN_STATUSES:
+        raise InvalidRequest(f"status must be one of {', '.join(RUN_STATUSES)}")
+    query = {
+        "session_id": query_name(request, "session_id"), "status": status,
+        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+    }
+    found = await platform(request).list_runs(caller, query)
+    return json_response({"runs": [r.public() for r in found.items], "next": found.next})
+
+
+async def decide_run(request: Request) -> Response:
+    caller = await key_caller(request)
+    run = await platform(request).decide(caller, path(request, "run_id"), await json_object(request))
+    return json_response(run.public())
+
+
+async def cancel_run(request: Request) -> Response:
+    caller = await key_caller(request)
+    await json_object(request, optional=True)
+    return json_response((await platform(request).cancel(caller, path(request, "run_id"))).public())
+
+
+# invocations
+def invocations(request: Request) -> Invocations:
+    found: Invocations = request.app.state.invocations
+    return found
+
+
+async def claim(request: Request) -> Response:
+    caller = await key_caller(request)
+    body = await json_object(request)
+    agents = check_agents(body.get("agents"))
+    wait = body_seconds(body, "wait", MAX_CLAIM_WAIT_S)
+    claimed = await invocations(request).claim(caller, agents, wait)
+    return no_content() if claimed is None else json_response(claimed.public())
+
+
+async def heartbeat(request: Request) -> Response:
+    await json_object(request, optional=True)
+    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), path(request, "inv_id"))
+    return json_response(answer)
+
+
+def finisher(kind: str):  # type: ignore[no-untyped-def]
+    async def finish(request: Request) -> Response:
+        body = await json_object(request, optional=kind != "fail")
+        run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), path(request, "inv_id"), kind, body)
+        return json_response({"ok": True, "run_id": run.id, "status": run.status})
+
+    return finish
+
+
+# state
+def state(request: Request) -> StateApi:
+    found: StateApi = request.app.state.state_api
+    return found
+
+
+async def state_get(request: Request) -> Response:
+    caller = await run_caller(request)
+    assert caller.run is not None
+    entry = await state(request).get(caller.run, path(request, "scope"), path(request, "key"))
+    return raw_json(b'{"value":' + entry.data + b',"version":' + str(entry.version).encode() + b"}")
+
+
+async def state_put(request: Request) -> Response:
+    caller = await run_caller(request)
+    assert caller.run is not None
+    body = await json_object(request)
+    version = await state(request).put(caller.run, path(request, "scope"), path(request, "key"), body)
+    return raw_json(b'{"version":' + str(version).encode() + b"}")
+
+
+async def state_delete(request: Request) -> Response:
+    caller = await run_caller(request)
+    assert caller.run is not None
+    if_version = request.query_params.get("if_version")
+    version = None if if_version in (None, "") else check_if_version(_int_or_none(if_version))
+    await state(request).delete(caller.run, path(request, "scope"), path(request, "key"), version)
+    return no_content()
+
+
+def _int_or_none(text: str | None) -> int:
+    if text is None or not text.isdigit() or len(text) > 18:
+        raise InvalidRequest("if_version must be a non-negative integer")
+    return int(text)
+
+
+async def state_append(request: Request) -> Response:
+    caller = await run_caller(request)
+    assert caller.run is not None
+    body = await json_object(request)
+    version, length = await state(request).append(caller.run, path(request, "scope"), path(request, "key"), body)
+    return json_response({"version": version, "length": length})
+
+
+async def state_keys(request: Request) -> Response:
+    caller = await run_caller(request)
+    assert caller.run is not None
+    params = request.query_params
+    limit = query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    found, next_key = await state(request).keys(
+        caller.run, path(request, "scope"), params.get("prefix", ""), params.get("after", ""), limit
+    )
+    return json_response({"keys": [{"key": k, "version": v} for k, v in found], "next": next_key})
+
+
+ROUTES = [
+    Route("/v0/state/{scope}/{key}", state_get, methods=["GET"]),
+    Route("/v0/state/{scope}/{key}", state_put, methods=["PUT"]),
+    Route("/v0/state/{scope}/{key}", state_delete, methods=["DELETE"]),
+    Route("/v0/state/{scope}/{key}/append", state_append, methods=["POST"]),
+    Route("/v0/state/{scope}", state_keys, methods=["GET"]),
+    Route("/v0/keys", create_key, methods=["POST"]),
+    Route("/v0/keys", list_keys, methods=["GET"]),
+    Route("/v0/keys/{key_id}", revoke_key, methods=["DELETE"]),
+    Route("/v0/sessions", create_session, methods=["POST"]),
+    Route("/v0/sessions", list_sessions, methods=["GET"]),
+    Route("/v0/sessions/{session_id}", get_session, methods=["GET"]),
+    Route("/v0/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    Route("/v0/runs", start_run, methods=["POST"]),
+    Route("/v0/runs", list_runs, methods=["GET"]),
+    Route("/v0/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/v0/runs/{run_id}/decision", decide_run, methods=["POST"]),
+    Route("/v0/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/v0/invocations/claim", claim, methods=["POST"]),
+    Route("/v0/invocations/{inv_id}/heartbeat", heartbeat, methods=["POST"]),
+    Route("/v0/invocations/{inv_id}/complete", finisher("complete"), methods=["POST"]),
+    Route("/v0/invocations/{inv_id}/fail", finisher("fail"), methods=["POST"]),
+    Route("/v0/invocations/{inv_id}/hold", finisher("hold"), methods=["POST"]),
+]
