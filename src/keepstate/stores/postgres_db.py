@@ -1,13 +1,16 @@
 """PostgreSQL connections for every part of keepstate: pools, error translation, migrations.
 
 psycopg 3. Async parts (server, platform, session store) use an ``AsyncConnectionPool``; the
-synchronous harness store uses a plain sync pool. Connections are checked before use, so a
-restarted server is noticed and the pool reconnects by itself; while PostgreSQL is away every
+synchronous harness store uses a plain sync pool. Connections are checked before use (the async
+pool: only after sitting idle a second, as a check costs a round trip), so a restarted server is
+noticed and the pool reconnects by itself; while PostgreSQL is away every
 call fails fast with ``Unavailable`` (connect timeout and pool wait both short), never a hang.
 """
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -23,6 +26,8 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 
 CONNECT_TIMEOUT_S = 3
 POOL_WAIT_S = 5.0
+DOWN_WAIT_S = 0.5
+CHECK_IDLE_S = 1.0
 SCHEMA_TABLE = "keepstate_schema"
 _MIGRATION_LOCK = 0x6B656570  # "keep": one advisory lock id for every keepstate migration
 
@@ -57,12 +62,44 @@ def translate_errors() -> Iterator[None]:
         raise Unavailable(f"postgresql: {error}".strip()) from error
 
 
+class _AsyncPool(psycopg_pool.AsyncConnectionPool):
+    """A pool that remembers whether its last connection attempt failed, to fail fast while down.
+
+    Without it every call during an outage waits the full ``POOL_WAIT_S`` for a connection that
+    cannot come; with it only the first does, the rest wait ``DOWN_WAIT_S`` (still enough to get a
+    connection the moment the server is back, which clears the mark). Connections are checked before
+    use only when idle for ``CHECK_IDLE_S`` (a busy connection proves itself; a broken one fails its
+    call with Unavailable and the pool drops it).
+    """
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        self.down = False
+        self.returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+        super().__init__(
+            conninfo, configure=self.connected, check=self.check_if_idle, reset=self.mark_returned, **kwargs
+        )
+
+    async def check_if_idle(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Check a connection only after it sat idle: a checked call costs a second round trip."""
+        if time.monotonic() - self.returned.get(conn, 0.0) > CHECK_IDLE_S:
+            await psycopg_pool.AsyncConnectionPool.check_connection(conn)
+
+    async def mark_returned(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.returned[conn] = time.monotonic()
+
+    async def connected(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.down = False
+
+    async def reconnect_failed(self) -> None:
+        self.down = True
+        await super().reconnect_failed()
+
+
 async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncConnectionPool:
     """An opened async pool; raises Unavailable when the server cannot be reached."""
-    pool = psycopg_pool.AsyncConnectionPool(
+    pool = _AsyncPool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
-        timeout=POOL_WAIT_S, check=psycopg_pool.AsyncConnectionPool.check_connection,
-        reconnect_timeout=0,
+        timeout=POOL_WAIT_S, reconnect_timeout=0,
     )
     with translate_errors():
         await pool.open(wait=True, timeout=POOL_WAIT_S)
@@ -84,8 +121,9 @@ def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
 @asynccontextmanager
 async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection, with connection trouble translated to Unavailable."""
+    wait = DOWN_WAIT_S if getattr(pool, "down", False) else None
     with translate_errors():
-        async with pool.connection() as conn:
+        async with pool.connection(timeout=wait) as conn:
             yield conn
 
 

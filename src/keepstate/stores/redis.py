@@ -53,15 +53,15 @@ if kind ~= 'd' then current = tonumber(h[1]) end
 if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= current then return {0, current} end
 if kind == 'l' then redis.call('DEL', KEYS[2]); redis.call('HDEL', KEYS[1], 's', 'n') end
 if kind == 'd' then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
-local version = redis.call('HINCRBY', KEYS[1], 'v', 1)
-redis.call('HSET', KEYS[1], 'k', 'v', 'd', ARGV[2])
+local version = (tonumber(h[1]) or 0) + 1
+redis.call('HSET', KEYS[1], 'v', string.format('%d', version), 'k', 'v', 'd', ARGV[2])
 return {1, version}
 """
 
 # KEYS: header, list, index. ARGV: key, max bytes, payload bytes (items + commas), item... .
 # Returns {version, length}, or {-2} for a stored value (convert or NotAList), {-3, size} when too large.
 APPEND = _PUSH + """
-local h = redis.call('HMGET', KEYS[1], 'k', 's', 'n')
+local h = redis.call('HMGET', KEYS[1], 'k', 's', 'n', 'v')
 local kind = h[1] or 'd'
 if kind == 'v' then return {-2} end
 local count = #ARGV - 3
@@ -74,8 +74,8 @@ end
 if size > tonumber(ARGV[2]) then return {-3, size} end
 if kind == 'd' then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
 push(KEYS[2], 4)
-local version = redis.call('HINCRBY', KEYS[1], 'v', 1)
-redis.call('HSET', KEYS[1], 'k', 'l', 's', size, 'n', length + count)
+local version = (tonumber(h[4]) or 0) + 1
+redis.call('HSET', KEYS[1], 'v', string.format('%d', version), 'k', 'l', 's', size, 'n', length + count)
 return {version, length + count}
 """
 

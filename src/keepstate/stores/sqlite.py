@@ -185,6 +185,12 @@ def _get_entry(conn: sqlite3.Connection, ns: str, key: str) -> Entry | None:
     return entry
 
 
+def _read_entry(db: SqliteDatabase, ns: str, key: str) -> Entry | None:
+    """A plain value in one autocommit statement; a list's header and segments in one snapshot."""
+    found = db.autocommit(partial(_get, ns=ns, key=key, whole=False))
+    return db.read(partial(_get_entry, ns=ns, key=key)) if found is True else found  # type: ignore[return-value]
+
+
 def _keys(conn: sqlite3.Connection, ns: str, prefix: str, after: str, limit: int) -> list[tuple[str, int]]:
     rows = conn.execute(_KEYS, (ns, after, prefix, prefix_end(prefix), limit)).fetchall()
     return [(str(key), int(version)) for key, version in rows]
@@ -216,9 +222,7 @@ class SqliteBackend:
         db.migrate(COMPONENT, STEPS)
 
     def get(self, ns: str, key: str) -> Entry | None:
-        """A plain value in one statement; a list's header and segments in one snapshot."""
-        found = self.db.autocommit(partial(_get, ns=ns, key=key, whole=False))
-        return self.db.read(partial(_get_entry, ns=ns, key=key)) if found is True else found  # type: ignore[return-value]
+        return _read_entry(self.db, ns, key)
 
     def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
         """One upsert statement, atomic on its own: no explicit transaction needed."""
@@ -257,7 +261,8 @@ class AsyncSqliteBackend(Backend):
         db.migrate(COMPONENT, STEPS)
 
     async def get(self, ns: str, key: str) -> Entry | None:
-        return await self.db.aread(partial(_get_entry, ns=ns, key=key))
+        """Reads take microseconds on a WAL snapshot: done on the event loop's thread."""
+        return _read_entry(self.db, ns, key)
 
     async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
         return await self.db.awrite(partial(_put, ns=ns, key=key, data=data, if_version=if_version))

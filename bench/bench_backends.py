@@ -1,0 +1,198 @@
+"""Benchmark: the PostgreSQL and Redis state stores against the raw driver doing the same write.
+
+``run()`` returns a Markdown section. Each store call is timed against the cheapest raw equivalent
+on the same connection settings: for PostgreSQL an ``INSERT ... ON CONFLICT DO UPDATE`` of the same
+row shape (psycopg 3 async, autocommit), for Redis a Lua compare-and-set script (redis-py asyncio).
+One connection sequential, and 8 concurrent tasks. Targets: store put >= 0.7x the raw write.
+A throwaway schema / key prefix is used and removed. ``python bench/bench_backends.py`` prints it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import redis.asyncio as aioredis
+
+from keepstate.stores import open_backend
+from keepstate.stores.base import Backend
+
+PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+SECONDS = 1.6
+ROUNDS = 8
+TASKS = 8
+NS = "bench/agent/bench/"
+VALUE = b'{"turn":12,"note":"a small state value of some sixty bytes"}'
+
+RAW_PG_TABLE = """CREATE TABLE raw_kv (ns TEXT COLLATE "C", key TEXT COLLATE "C", version BIGINT NOT NULL,
+    data BYTEA, PRIMARY KEY (ns, key))"""
+RAW_PG_PUT = """INSERT INTO raw_kv AS k (ns, key, version, data) VALUES (%s, %s, 1, %s)
+    ON CONFLICT (ns, key) DO UPDATE SET version = k.version + 1, data = excluded.data RETURNING version"""
+RAW_PG_GET = "SELECT version, data FROM raw_kv WHERE ns = %s AND key = %s"
+RAW_PG_APPEND = """CREATE TABLE raw_items (ns TEXT, key TEXT, seq BIGSERIAL, item BYTEA, PRIMARY KEY (ns, key, seq))"""
+RAW_PG_PUSH = "INSERT INTO raw_items (ns, key, item) VALUES (%s, %s, %s)"
+RAW_LUA_CAS = """
+local v = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
+if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= v then return {0, v} end
+redis.call('HSET', KEYS[1], 'v', v + 1, 'd', ARGV[1])
+return {1, v + 1}
+"""
+
+Op = Callable[[int, int], Awaitable[object]]
+
+
+async def _rates(store_op: Op, raw_op: Op, tasks: int = 1) -> tuple[float, float, float]:
+    """Ops/s of ``store_op`` and ``raw_op`` (each run back to back by ``tasks`` tasks) and their ratio.
+
+    The two alternate in short rounds, so load from elsewhere on the machine hits both alike; the
+    ratio is the median of the rounds' ratios, sturdier than the totals against a burst of load.
+    """
+    counts, spent, ratios = [0, 0], [0.0, 0.0], []
+    for op in (store_op, raw_op):  # warm up: pools grown, statements prepared, scripts loaded
+        await asyncio.gather(*(op(task, 0) for task in range(tasks)))
+    for _ in range(ROUNDS):
+        rates = []
+        for side, op in enumerate((store_op, raw_op)):
+            done, took = await _burst(op, tasks, SECONDS / ROUNDS)
+            counts[side] += done
+            spent[side] += took
+            rates.append(done / took)
+        ratios.append(rates[0] / rates[1])
+    return counts[0] / spent[0], counts[1] / spent[1], statistics.median(ratios)
+
+
+async def _burst(op: Op, tasks: int, seconds: float) -> tuple[int, float]:
+    deadline = time.perf_counter() + seconds
+    counts = [0] * tasks
+
+    async def loop(task: int) -> None:
+        while time.perf_counter() < deadline:
+            await op(task, counts[task])
+            counts[task] += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(task) for task in range(tasks)))
+    return sum(counts), time.perf_counter() - started
+
+
+def _key(task: int, i: int) -> str:
+    return f"t{task}-k{i % 50}"
+
+
+async def _bench_pg() -> list[Row]:
+    schema = f"ks_bench_{uuid.uuid4().hex[:10]}"
+    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+    url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}options={quote(f'-csearch_path={schema}')}"
+    store = await open_backend(url)
+    raws = [await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=3) for _ in range(TASKS)]
+    try:
+        await raws[0].execute(RAW_PG_TABLE)
+        await raws[0].execute(RAW_PG_APPEND)
+        return await _pg_rows(store, raws)
+    finally:
+        await store.aclose()
+        for raw in raws:
+            await raw.close()
+        async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+Row = tuple[str, float, float, float]
+"""(operation, store ops/s, raw ops/s, median store/raw ratio)"""
+
+
+async def _pg_rows(store: Backend, raws: list[psycopg.AsyncConnection[Any]]) -> list[Row]:
+    async def raw_put(task: int, i: int) -> object:
+        return await (await raws[task].execute(RAW_PG_PUT, (NS, _key(task, i), VALUE))).fetchone()
+
+    async def raw_get(task: int, i: int) -> object:
+        return await (await raws[task].execute(RAW_PG_GET, (NS, _key(task, i)), binary=True)).fetchone()
+
+    async def raw_push(task: int, i: int) -> object:
+        return await raws[task].execute(RAW_PG_PUSH, (NS, f"log{task}", b'{"i":1}'))
+
+    return await _rows(store, raw_put, raw_get, raw_push)
+
+
+async def _bench_redis() -> list[Row]:
+    prefix = f"ks_bench:{uuid.uuid4().hex[:10]}:"
+    store = await open_backend(f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}")
+    raw = aioredis.Redis.from_url(REDIS_URL, socket_timeout=5, socket_connect_timeout=3)
+    cas = raw.register_script(RAW_LUA_CAS)
+    try:
+        async def raw_put(task: int, i: int) -> object:
+            return await cas(keys=[f"{prefix}raw:{_key(task, i)}"], args=[VALUE, ""])
+
+        async def raw_get(task: int, i: int) -> object:
+            return await raw.hmget(f"{prefix}raw:{_key(task, i)}", ["v", "d"])
+
+        async def raw_push(task: int, i: int) -> object:
+            return await raw.rpush(f"{prefix}raw:log{task}", b'{"i":1}')
+
+        return await _rows(store, raw_put, raw_get, raw_push)
+    finally:
+        await store.aclose()
+        async for name in raw.scan_iter(match=prefix + "*", count=1000):
+            await raw.delete(name)
+        await raw.aclose()
+
+
+async def _rows(store: Backend, raw_put: Op, raw_get: Op, raw_push: Op) -> list[Row]:
+    """The same five rows for either backend: (operation, store ops/s, raw ops/s)."""
+    async def put(task: int, i: int) -> object:
+        return await store.put(NS, _key(task, i), VALUE)
+
+    async def get(task: int, i: int) -> object:
+        return await store.get(NS, _key(task, i))
+
+    async def append(task: int, i: int) -> object:
+        return await store.append(NS, f"log{task}", [b'{"i":1}'])
+
+    plan: list[tuple[str, Op, Op, int]] = [
+        ("put, 1 connection", put, raw_put, 1), ("get, 1 connection", get, raw_get, 1),
+        ("append 1 item, 1 connection", append, raw_push, 1), (f"put, {TASKS} tasks", put, raw_put, TASKS),
+        (f"append, {TASKS} tasks", append, raw_push, TASKS),
+    ]
+    return [(name, *await _rates(mine, raw, tasks)) for name, mine, raw, tasks in plan]
+
+
+def _table(title: str, raw_name: str, rows: list[Row]) -> list[str]:
+    lines = [f"**{title}** (raw: {raw_name})", "",
+             "| operation | store ops/s | raw ops/s | store / raw (median of rounds) |", "| --- | ---: | ---: | ---: |"]
+    lines += [f"| {name} | {store:,.0f} | {raw:,.0f} | {ratio:.2f}x |" for name, store, raw, ratio in rows]
+    return [*lines, ""]
+
+
+async def _run() -> str:
+    pg = await _bench_pg()
+    rd = await _bench_redis()
+    put_pg, put_rd = pg[0][3], rd[0][3]
+    lines = [
+        "## PostgreSQL and Redis state stores", "",
+        f"Each pair: {SECONDS:.1f} s each of store and raw calls, alternating in {ROUNDS} rounds, from one asyncio "
+        f"process; 50 keys per task, "
+        f"{len(VALUE)}-byte values. Ratios matter more than absolutes (2-core machine, shared).", "",
+        *_table("PostgreSQL", "psycopg upsert of the same row shape / one-row insert for append", pg),
+        *_table("Redis", "Lua CAS script on a hash / RPUSH for append, HMGET for get", rd),
+        f"Targets (store put >= 0.7x raw): PostgreSQL {put_pg:.2f}x {'met' if put_pg >= 0.7 else 'MISSED'}, "
+        f"Redis {put_rd:.2f}x {'met' if put_rd >= 0.7 else 'MISSED'}.", "",
+    ]
+    return "\n".join(lines)
+
+
+def run() -> str:
+    """The Markdown section ``## PostgreSQL and Redis state stores``."""
+    return asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    print(run())

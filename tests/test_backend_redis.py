@@ -1,0 +1,198 @@
+"""The Redis state store beyond the shared contract: its key layout, its scripts, real processes.
+
+The conformance suite proves the rules; these tests look at what only this backend can get wrong:
+every key under the URL's prefix with the namespace as hash tag, the sorted-set index in step with
+the hashes, the guarded conversion of a put list racing appends, and no client-side retries.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import orjson
+import pytest
+import redis
+
+import keepstate
+from keepstate.stores import open_backend
+from keepstate.stores.base import Backend, StateRecord
+from keepstate.stores.redis import DROP_BATCH, RedisBackend, lex_bounds
+from keepstate.stores.redis_db import split_prefix
+
+NS = "default/session/chat/s-1"
+_spawn = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture
+async def backend(redis_url: str) -> AsyncIterator[RedisBackend]:
+    opened = await open_backend(redis_url)
+    assert isinstance(opened, RedisBackend)
+    yield opened
+    await opened.aclose()
+
+
+@pytest.fixture
+def raw(redis_url: str) -> Iterator[tuple[redis.Redis, str]]:
+    plain, prefix = split_prefix(redis_url)
+    client = redis.Redis.from_url(plain)
+    yield client, prefix
+    client.close()
+
+
+def test_lex_bounds() -> None:
+    assert lex_bounds("", "") == ("-", "+")
+    assert lex_bounds("item:", "") == ("[item:", "(item:\x7f")
+    assert lex_bounds("item:", "item:004") == ("(item:004", "(item:\x7f")
+    assert lex_bounds("item:", "abc") == ("[item:", "(item:\x7f")
+    assert lex_bounds("", "m") == ("(m", "+")
+
+
+async def test_every_key_is_under_the_prefix_with_the_namespace_as_hash_tag(
+    backend: Backend, raw: tuple[redis.Redis, str]
+) -> None:
+    client, prefix = raw
+    await backend.put(NS, "v", b"1")
+    await backend.append(NS, "l", [b"1", b"2"])
+    await backend.append("other/ns", "l", [b"1"])
+    names = sorted(name.decode() for name in client.scan_iter(match=prefix + "*"))
+    assert names == sorted([
+        f"{prefix}{{{NS}}}:h:v", f"{prefix}{{{NS}}}:h:l", f"{prefix}{{{NS}}}:l:l", f"{prefix}{{{NS}}}:keys",
+        f"{prefix}{{other/ns}}:h:l", f"{prefix}{{other/ns}}:l:l", f"{prefix}{{other/ns}}:keys",
+    ])
+    assert client.lrange(f"{prefix}{{{NS}}}:l:l", 0, -1) == [b"1", b"2"]
+    assert client.type(f"{prefix}{{{NS}}}:keys") == b"zset"
+
+
+async def test_index_follows_puts_deletes_and_drops(backend: Backend, raw: tuple[redis.Redis, str]) -> None:
+    client, prefix = raw
+    index = f"{prefix}{{{NS}}}:keys"
+    for name in ("b", "a", "c"):
+        await backend.put(NS, name, b"1")
+    await backend.append(NS, "d", [b"1"])
+    await backend.delete(NS, "b")
+    assert client.zrange(index, 0, -1) == [b"a", b"c", b"d"]
+    await backend.put(NS, "b", b"2")
+    assert client.zrange(index, 0, -1) == [b"a", b"b", b"c", b"d"]
+    await backend.drop(NS)
+    assert client.exists(index) == 0
+    assert client.exists(f"{prefix}{{{NS}}}:l:d") == 0
+    assert client.hget(f"{prefix}{{{NS}}}:h:d", "k") == b"d"  # the tombstone keeps the version
+
+
+async def test_drop_of_more_keys_than_one_batch(backend: Backend) -> None:
+    for index in range(DROP_BATCH + 37):
+        await backend.put(NS, f"k{index:04d}", b"1")
+    await backend.drop(NS)
+    assert await backend.keys(NS) == []
+    assert await backend.put(NS, "k0000", b"1") == 2
+
+
+async def test_a_put_list_is_converted_and_replaced_cleanly(backend: Backend, raw: tuple[redis.Redis, str]) -> None:
+    client, prefix = raw
+    await backend.put(NS, "l", b'[1,{"a":[2,3]},"x,y"]')
+    assert await backend.append(NS, "l", [b"4"]) == (2, 4)
+    assert client.lrange(f"{prefix}{{{NS}}}:l:l", 0, -1) == [b"1", b'{"a":[2,3]}', b'"x,y"', b"4"]
+    assert await backend.put(NS, "l", b'"plain"') == 3
+    assert client.exists(f"{prefix}{{{NS}}}:l:l") == 0
+    entry = await backend.get(NS, "l")
+    assert entry is not None and entry.data == b'"plain"'
+
+
+async def test_append_of_many_items_in_one_call(backend: Backend) -> None:
+    items = [str(i).encode() for i in range(12000)]  # more than Lua's unpack() takes at once
+    assert await backend.append(NS, "many", items) == (1, 12000)
+    entry = await backend.get(NS, "many")
+    assert entry is not None and orjson.loads(entry.data) == list(range(12000))
+
+
+async def test_records_and_restore(backend: Backend) -> None:
+    await backend.append(NS, "h", [b"1", b"2"])
+    await backend.put(NS, "gone", b"1")
+    await backend.delete(NS, "gone")
+    records = sorted([record async for record in backend.records()], key=lambda r: r.key)
+    assert records == [StateRecord(NS, "gone", 1, None), StateRecord(NS, "h", 1, b"[1,2]")]
+    await backend.restore(StateRecord(NS, "h", 7, b'{"v":1}'))
+    entry = await backend.get(NS, "h")
+    assert entry is not None and (entry.data, entry.version) == (b'{"v":1}', 7)
+    assert await backend.keys(NS) == [("h", 7)]
+    await backend.restore(StateRecord(NS, "h", 9, None))
+    assert await backend.keys(NS) == []
+    assert await backend.put(NS, "h", b"1") == 10
+
+
+async def test_the_client_never_resends_a_command(backend: RedisBackend) -> None:
+    retry = backend.client.get_retry()
+    assert retry is not None and retry.get_retries() == 0
+
+
+# ---------------------------------------------------------------- several real processes
+
+def _convert_racer(url: str, writer: int, times: int, go: Any) -> None:
+    with keepstate.open(url) as store:
+        go.wait(30)
+        for index in range(times):
+            store.backend.append(NS, "log", [orjson.dumps([writer, index])])
+
+
+def test_appends_racing_the_conversion_of_a_put_list_all_land(redis_url: str) -> None:
+    with keepstate.open(redis_url) as store:
+        store.backend.put(NS, "log", b'["seed",["s",1]]')
+    go = _spawn.Event()
+    procs = [_spawn.Process(target=_convert_racer, args=(redis_url, writer, 40, go)) for writer in range(3)]
+    for proc in procs:
+        proc.start()
+    go.set()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    with keepstate.open(redis_url) as store:
+        entry = store.backend.get(NS, "log")
+    assert entry is not None and entry.version == 121
+    found = orjson.loads(entry.data)
+    assert found[:2] == ["seed", ["s", 1]] and len(found) == 122
+    for writer in range(3):
+        assert [index for w, index in found[2:] if w == writer] == list(range(40))
+
+
+def _mixed_writer(url: str, seed: int, times: int, out: Any) -> None:
+    rng = random.Random(seed)
+    won: list[tuple[str, int]] = []
+    with keepstate.open(url) as store:
+        backend = store.backend
+        for _ in range(times):
+            key = f"k{rng.randrange(3)}"
+            action = rng.random()
+            try:
+                if action < 0.4:
+                    won.append((key, backend.append(NS, key, [str(seed).encode()])[0]))
+                elif action < 0.8:
+                    won.append((key, backend.put(NS, key, b"[]" if rng.random() < 0.5 else b'"v"')))
+                else:
+                    backend.delete(NS, key)
+            except keepstate.NotAList:
+                pass
+    out.put(won)
+
+
+def test_versions_never_repeat_under_mixed_writers_in_four_processes(redis_url: str) -> None:
+    out = _spawn.Queue()
+    procs = [_spawn.Process(target=_mixed_writer, args=(redis_url, seed, 80, out)) for seed in range(4)]
+    for proc in procs:
+        proc.start()
+    won = [pair for _ in procs for pair in out.get(timeout=120)]
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert len(won) == len(set(won)), "a version was handed out twice"
+    with keepstate.open(redis_url) as store:
+        live = dict(store.backend.keys(NS))
+        for key in ("k0", "k1", "k2"):
+            mine = sorted(version for name, version in won if name == key)
+            assert mine == list(range(1, len(mine) + 1)), "every write of a key got the next version"
+            entry = store.backend.get(NS, key)
+            assert (entry is None) == (key not in live), "the index agrees with the hashes"
+            if entry is not None:
+                orjson.loads(entry.data)

@@ -1,0 +1,251 @@
+"""Losing the database: every call fails fast with Unavailable, and the same backend recovers by itself.
+
+Each test starts a PRIVATE server in a temp folder on a free port (PostgreSQL via initdb + pg_ctl, run
+as the ``postgres`` user when we are root, since PostgreSQL refuses to run as root; Redis via
+``redis-server --save ''``), then stops and restarts it. The machine's shared servers are never touched.
+Where a private server cannot be started the tests skip with the reason, unless
+KEEPSTATE_REQUIRE_SERVICES=1, where they fail.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import keepstate
+from keepstate.stores import open_backend
+from keepstate.stores.base import Backend
+
+REQUIRE_SERVICES = os.environ.get("KEEPSTATE_REQUIRE_SERVICES") == "1"
+FAIL_WITHIN_S = 8.0
+"""Longest a call may take to report Unavailable (pool wait 5 s, connect timeout 3 s)."""
+RECOVER_WITHIN_S = 20.0
+NS = "default/agent/outage/"
+pytestmark = pytest.mark.timeout(180)
+
+
+def _cannot(reason: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason} and KEEPSTATE_REQUIRE_SERVICES=1")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivatePostgres:
+    """initdb + pg_ctl in a temp folder; ``stop()``/``start()`` as many times as a test likes."""
+
+    def __init__(self, bindir: str, root: Path) -> None:
+        self.bindir, self.root, self.port = bindir, root, _free_port()
+        self.data = root / "data"
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run([*self.as_postgres, f"{self.bindir}/{tool}", *args], check=True, capture_output=True, timeout=60)
+
+    def init(self) -> None:
+        if self.as_postgres:
+            shutil.chown(self.root, "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-N")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off"
+        log = str(self.root / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-l", log, "-w", "-t", "30", "-o", options, "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def destroy(self) -> None:
+        subprocess.run([*self.as_postgres, f"{self.bindir}/pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PrivateRedis:
+    """A redis-server without persistence on a free port; ``stop()`` kills it, ``start()`` runs a new one."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0?prefix=outage:"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start listening")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+    found = next((d for d in reversed(bindirs) if os.path.exists(f"{d}/initdb")), None) or (
+        os.path.dirname(shutil.which("initdb") or "") or None)
+    if found is None:
+        _cannot("no initdb found (/usr/lib/postgresql/*/bin or PATH) to start a private PostgreSQL")
+    server = PrivatePostgres(str(found), Path(tempfile.mkdtemp(prefix="keepstate-pg-")))
+    try:
+        server.init()
+        server.start()
+    except (OSError, subprocess.SubprocessError) as error:
+        server.destroy()
+        _cannot(f"could not start a private PostgreSQL: {error}")
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        _cannot("redis-server is not installed: cannot start a private Redis")
+    server = PrivateRedis()
+    try:
+        server.start()
+    except (OSError, RuntimeError) as error:
+        server.stop()
+        _cannot(f"could not start a private Redis: {error}")
+    yield server
+    server.stop()
+
+
+def _calls(backend: Backend) -> dict[str, Callable[[], Awaitable[Any]]]:
+    async def export() -> Any:
+        return [record async for record in backend.records()]
+
+    return {
+        "get": lambda: backend.get(NS, "k"),
+        "put": lambda: backend.put(NS, "k", b"2"),
+        "put_if": lambda: backend.put(NS, "k", b"2", if_version=1),
+        "delete": lambda: backend.delete(NS, "other"),
+        "append": lambda: backend.append(NS, "log", [b"1"]),
+        "keys": lambda: backend.keys(NS),
+        "drop": lambda: backend.drop("default/agent/none/"),
+        "records": export,
+        "ping": backend.ping,
+    }
+
+
+async def _each_call_is_unavailable_fast(backend: Backend) -> list[float]:
+    """Every call raises Unavailable (503, Retry-After) within FAIL_WITHIN_S; returns the seconds each took."""
+    took: list[float] = []
+    for name, call in _calls(backend).items():
+        started = time.monotonic()
+        with pytest.raises(keepstate.Unavailable) as caught:
+            await call()
+        took.append(time.monotonic() - started)
+        assert took[-1] < FAIL_WITHIN_S, f"{name} took {took[-1]:.1f}s to fail"
+        assert caught.value.status == 503 and caught.value.retry_after >= 1
+    return took
+
+
+async def _recovers(backend: Backend) -> float:
+    """Seconds until the same backend answers again, retrying as a client honouring Retry-After would."""
+    started = time.monotonic()
+    while True:
+        try:
+            await backend.ping()
+            return time.monotonic() - started
+        except keepstate.Unavailable:
+            assert time.monotonic() - started < RECOVER_WITHIN_S, "the backend did not recover by itself"
+            time.sleep(0.2)
+
+
+async def test_postgres_down_means_unavailable_and_back_means_working(private_pg: PrivatePostgres) -> None:
+    backend = await open_backend(private_pg.url)
+    try:
+        assert await backend.put(NS, "k", b"1") == 1
+        await backend.append(NS, "log", [b"0"])
+        private_pg.stop()
+        first = await _each_call_is_unavailable_fast(backend)
+        again = await _each_call_is_unavailable_fast(backend)  # nothing got stuck in between
+        slow = [took for took in first + again if took >= 2.0]
+        assert len(slow) <= 1, f"once the pool knows the server is down, calls fail fast: {slow}"
+        private_pg.start()
+        await _recovers(backend)
+        entry = await backend.get(NS, "k")
+        assert entry is not None and (entry.data, entry.version) == (b"1", 1)  # committed = kept
+        assert await backend.put(NS, "k", b"3", if_version=1) == 2
+        assert await backend.append(NS, "log", [b"1"]) == (2, 2)
+    finally:
+        await backend.aclose()
+
+
+def test_postgres_outage_through_the_embedded_sync_face(private_pg: PrivatePostgres) -> None:
+    with keepstate.open(private_pg.url) as store:
+        scope = store.scope("agent", agent="outage")
+        scope.put("k", 1)
+        private_pg.stop()
+        for call in (lambda: scope.get("k"), lambda: scope.put("k", 2), lambda: scope.append("l", [1])):
+            started = time.monotonic()
+            with pytest.raises(keepstate.Unavailable):
+                call()
+            assert time.monotonic() - started < FAIL_WITHIN_S
+        private_pg.start()
+        deadline = time.monotonic() + RECOVER_WITHIN_S
+        while True:
+            try:
+                assert scope.update("k", lambda n: n + 1) == 2
+                break
+            except keepstate.Unavailable:
+                assert time.monotonic() < deadline, "the embedded store did not recover by itself"
+                time.sleep(0.2)
+
+
+def test_opening_a_store_whose_postgres_is_down_is_unavailable(private_pg: PrivatePostgres) -> None:
+    private_pg.stop()
+    started = time.monotonic()
+    with pytest.raises(keepstate.Unavailable):
+        keepstate.open(private_pg.url)
+    assert time.monotonic() - started < FAIL_WITHIN_S
+
+
+async def test_redis_down_means_unavailable_and_back_means_working(private_redis: PrivateRedis) -> None:
+    backend = await open_backend(private_redis.url)
+    try:
+        assert await backend.put(NS, "k", b"1") == 1
+        private_redis.stop()
+        await _each_call_is_unavailable_fast(backend)
+        await _each_call_is_unavailable_fast(backend)
+        private_redis.start()  # no persistence: it comes back empty, and the scripts load again
+        await _recovers(backend)
+        assert await backend.put(NS, "k", b"1", if_version=0) == 1
+        assert await backend.append(NS, "log", [b"1"]) == (1, 1)
+        assert await backend.keys(NS) == [("k", 1), ("log", 1)]
+    finally:
+        await backend.aclose()
