@@ -50,7 +50,13 @@ def pg_url(url: str) -> str:
 
 
 def _connect_kwargs() -> dict[str, Any]:
-    return {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
+    """Fail fast on a dead or silent server: a connect timeout, TCP keepalives, and a bound on how
+    long sent data may go unacknowledged (``tcp_user_timeout``), so a hung network is an error."""
+    return {
+        "autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
+        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+        "tcp_user_timeout": 15_000,
+    }
 
 
 @contextmanager
