@@ -83,16 +83,20 @@ def decode(data: bytes) -> Any:
     return orjson.loads(data)
 
 
-def parse(body: bytes | str) -> Any:
-    """Parse untrusted JSON text, refusing everything ``encode`` refuses *while parsing*."""
+def parse(body: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse untrusted JSON text, refusing everything ``encode`` refuses *while parsing*.
+
+    ``max_depth`` counts from the top of ``body``: a request wrapping a value one level down
+    (``{"value": ...}``, ``{"items": [...]}``) passes ``MAX_DEPTH + 1``, so the stored value may
+    nest ``MAX_DEPTH`` levels as it may through the Python API."""
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
-        _parse_slow(raw)
+        _parse_slow(raw, max_depth)
         raise InvalidValue(f"body is not valid JSON: {error}") from None
-    if _suspicious(raw):
-        value = _parse_slow(raw)  # orjson reads integers past 64 bits as floats: read exactly
+    if _suspicious(raw, max_depth):
+        value = _parse_slow(raw, max_depth)  # orjson reads integers past 64 bits as floats: read exactly
     return value
 
 
@@ -106,12 +110,12 @@ def check_size(size: int, what: str = "value") -> None:
         raise TooLarge(f"{what} is {size} bytes, over the limit of {MAX_VALUE_BYTES}")
 
 
-def _suspicious(data: bytes) -> bool:
+def _suspicious(data: bytes, max_depth: int = MAX_DEPTH) -> bool:
     """Cheap byte scans that clear almost every good value without a Python walk."""
     return (
         _NUL_ESCAPE in data
         or _LONG_DIGITS.search(data) is not None
-        or data.count(b"[") + data.count(b"{") > MAX_DEPTH
+        or data.count(b"[") + data.count(b"{") > max_depth
     )
 
 
@@ -132,7 +136,7 @@ def _bad_float(text: str) -> float | _Bad:
     return number if math.isfinite(number) else _Bad(text)
 
 
-def _parse_slow(raw: bytes) -> Any:
+def _parse_slow(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
     """Parse exactly, marking bad literals, and raise at the first bad place with its path."""
     try:
         text = raw.decode("utf-8")
@@ -141,11 +145,11 @@ def _parse_slow(raw: bytes) -> Any:
         raise InvalidValue(f"nesting deeper than {MAX_DEPTH} levels") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise InvalidValue(f"body is not valid JSON: {error}") from None
-    _find_bad(value)
+    _find_bad(value, max_depth)
     return value
 
 
-def _find_bad(value: Any) -> None:
+def _find_bad(value: Any, max_depth: int = MAX_DEPTH) -> None:
     """Walk ``value`` and raise InvalidValue at the first bad place; return if all is well."""
     stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
     while stack:
@@ -154,7 +158,7 @@ def _find_bad(value: Any) -> None:
         if problem is not None:
             raise InvalidValue(problem, path=path)
         if isinstance(node, dict | list | tuple):
-            if depth > MAX_DEPTH:
+            if depth > max_depth:
                 raise InvalidValue(f"nesting deeper than {MAX_DEPTH} levels", path=path)
             stack.extend(reversed(list(_children(node, path, depth))))
 

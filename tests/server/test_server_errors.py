@@ -50,6 +50,16 @@ def test_invalid_value_with_path(api: Api, live: dict[str, str], body: bytes, pa
         assert found["path"] == path
 
 
+def test_values_nest_as_deep_over_http_as_embedded(api: Api, live: dict[str, str]) -> None:
+    from keepstate.values import MAX_DEPTH
+
+    deepest = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+    assert api.http.put("/v0/state/agent/k", content=b'{"value": ' + deepest + b"}", headers=live).status_code == 200
+    too_deep = b'{"value": [' + deepest + b"]}"
+    found = error_of(api.http.put("/v0/state/agent/k", content=too_deep, headers=live), 400, "invalid_value")
+    assert found["path"] == "$.value" + "[0]" * MAX_DEPTH
+
+
 def test_invalid_value_in_append_items_has_its_path(api: Api, live: dict[str, str]) -> None:
     body = b'{"items": [1, 2, 3, {"name": Infinity}]}'
     found = error_of(api.http.post("/v0/state/agent/l/append", content=body, headers=live), 400, "invalid_value")

@@ -53,7 +53,7 @@ async def json_object(request: Request, optional: bool = False) -> dict[str, Any
     body = await read_body(request)
     if not body.strip() and optional:
         return {}
-    parsed = values.parse(body)
+    parsed = values.parse(body, values.MAX_DEPTH + 1)  # the value sits one level down
     if not isinstance(parsed, dict):
         raise InvalidRequest("the body must be a JSON object")
     return parsed

@@ -1,0 +1,5 @@
+"""``python -m keepstate``: the same as the ``keepstate`` command."""
+
+from .cli import main
+
+main()

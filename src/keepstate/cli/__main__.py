@@ -1,0 +1,5 @@
+"""``python -m keepstate.cli``: the same as the ``keepstate`` command."""
+
+from . import main
+
+main()
