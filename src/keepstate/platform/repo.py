@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import InvalidRequest
 from .models import Claimed, Invocation, KeyRecord, Run, RunContext, Session
 
 
@@ -127,6 +129,15 @@ class PlatformRepo(ABC):
 
     @abstractmethod
     async def aclose(self) -> None: ...
+
+    # export and import (see dump.py); only stores that outlive the process have them
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        """Every row of one of ``dump.TABLES``, as column → value."""
+        raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert rows as exported, keeping rows the store already has; return how many were new."""
+        raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")
 
 
 FINISHED = {"complete": "done", "fail": "failed", "hold": "held"}

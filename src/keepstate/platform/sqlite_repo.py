@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import NotFound, SessionBusy
 from ..stores.sqlite_db import SqliteDatabase
-from . import sql
+from . import dump, sql
 from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
 from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
 
@@ -206,6 +206,29 @@ class SqliteRepo(PlatformRepo):
     async def aclose(self) -> None:
         if self._owns_db:
             self.db.close()
+
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        dump.check_table(table, [])
+
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            cursor = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            columns = [column[0] for column in cursor.description]
+            return [dump.encode_row(columns, row) for row in cursor.fetchall()]
+
+        return await self._read(read)
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            added = 0
+            for row in rows:
+                dump.check_table(table, list(row))
+                names = ", ".join(row)
+                marks = ", ".join("?" for _ in row)
+                insert = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+                added += conn.execute(insert, tuple(dump.decode_row(row).values())).rowcount
+            return added
+
+        return await self.db.awrite(write)
 
 
 def _insert_run(conn: sqlite3.Connection, run: Run, caller: str) -> None:

@@ -1,0 +1,55 @@
+"""``keepstate migrate``: bring a store's schema up to date without serving anything.
+
+Every part opens its own tables and applies its pending steps under the database's lock (the
+same happens on first use), so this is for deployments that migrate before they start servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from ..errors import KeepstateError
+from ..stores import scheme_of
+
+
+async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
+    done = []
+    if scheme_of(store) != "redis":
+        from ..platform import open_platform
+
+        platform = await open_platform(store)
+        await platform.aclose()
+        done.append("state and platform")
+    else:
+        from ..stores import open_backend
+
+        await (await open_backend(store)).aclose()
+        done.append("state")
+    from ..sessions import open_session_store
+
+    sessions = open_session_store(store)
+    await sessions.get("keepstate-migrate")  # the session store creates its tables on first use
+    await sessions.aclose()
+    done.append("session store")
+    for prefix in harness_prefixes:
+        from ..harness import open_harness_store
+
+        open_harness_store(store, prefix=prefix).close()
+        done.append(f"harness store {prefix!r}")
+    return done
+
+
+@click.command()
+@click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
+              help="Store URL (env KEEPSTATE_STORE).")
+@click.option("--harness-prefix", "harness_prefixes", multiple=True,
+              help="Also migrate the harness store with this table prefix (repeatable).")
+def migrate(store: str, harness_prefixes: tuple[str, ...]) -> None:
+    """Create or upgrade the schema of every part of keepstate in a store."""
+    try:
+        done = asyncio.run(_migrate(store, harness_prefixes))
+    except (KeepstateError, ValueError, RuntimeError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"migrated: {', '.join(done)}")
