@@ -260,7 +260,7 @@ async def test_async_client_and_async_worker(sdk_server: ServerInfo, keys: Keys,
     async def achat(inv: AsyncInvocation) -> Any:
         history = await inv.state.session.append("history", [inv.input])
         visits = await inv.state.agent.update("visits", lambda n: n + 1, default=0)
-        keys_seen = [key async for key, _ in inv.state.session.keys()]  # noqa: SIM118 - a Scope, not a dict
+        keys_seen = [key async for key, _ in inv.state.session.keys()]
         return {"length": history.length, "visits": visits, "keys": keys_seen}
 
     task = asyncio.create_task(worker.run())

@@ -123,7 +123,7 @@ def test_agent_exception_propagates() -> None:
 async def achat(inv: AsyncInvocation) -> dict[str, Any]:
     history = await inv.state.session.append("history", [inv.input])
     visits = await inv.state.agent.update("visits", lambda n: n + 1, default=0)
-    keys = [key async for key, _ in inv.state.session.keys()]  # noqa: SIM118 - a Scope, not a dict
+    keys = [key async for key, _ in inv.state.session.keys()]
     if inv.input == "hold":
         inv.hold("please")
     return {"length": history.length, "visits": visits, "keys": keys}
