@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -156,43 +155,10 @@ async def test_racing_puts_and_appends_on_one_connection_pool(backend: Backend) 
 
 # ---------------------------------------------------------------- several real processes
 
-def _mixed_writer(url: str, seed: int, times: int, out: Any) -> None:
-    """Random put/append/delete on three keys; report every version a write returned."""
-    rng = random.Random(seed)
-    won: list[tuple[str, int]] = []
-    with keepstate.open(url) as store:
-        backend = store.backend
-        for _ in range(times):
-            key = f"k{rng.randrange(3)}"
-            action = rng.random()
-            try:
-                if action < 0.4:
-                    won.append((key, backend.append(NS, key, [str(seed).encode()])[0]))
-                elif action < 0.8:
-                    won.append((key, backend.put(NS, key, b"[]" if rng.random() < 0.5 else b'"v"')))
-                else:
-                    backend.delete(NS, key)
-            except keepstate.NotAList:
-                pass
-    out.put(won)
+def test_mixed_writers_in_four_processes_leave_no_orphaned_segments(pg_url: str) -> None:
+    """The generic guarantees are in the conformance suite; here, PostgreSQL's own layout stays clean."""
+    from store_workers import run_mixed_writers
 
-
-def test_versions_never_repeat_under_mixed_writers_in_four_processes(pg_url: str) -> None:
-    out = _spawn.Queue()
-    procs = [_spawn.Process(target=_mixed_writer, args=(pg_url, seed, 60, out)) for seed in range(4)]
-    for proc in procs:
-        proc.start()
-    won = [pair for _ in procs for pair in out.get(timeout=120)]
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    assert len(won) == len(set(won)), "a version was handed out twice"
-    with keepstate.open(pg_url) as store:
-        for key in ("k0", "k1", "k2"):
-            mine = sorted(version for name, version in won if name == key)
-            assert mine == list(range(1, len(mine) + 1)), "every write of a key got the next version"
-            entry = store.backend.get(NS, key)
-            if entry is not None:
-                orjson.loads(entry.data)  # whatever the interleaving, the stored value is whole JSON
+    assert run_mixed_writers(pg_url)
     assert _rows(pg_url, "SELECT count(*) FROM state_segments s LEFT JOIN state_keys k USING (ns, key) "
                          "WHERE k.kind IS DISTINCT FROM 'l'") == [(0,)], "no orphaned segment rows"

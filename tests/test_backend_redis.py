@@ -8,7 +8,6 @@ the hashes, the guarded conversion of a put list racing appends, and no client-s
 from __future__ import annotations
 
 import multiprocessing
-import random
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -157,42 +156,3 @@ def test_appends_racing_the_conversion_of_a_put_list_all_land(redis_url: str) ->
         assert [index for w, index in found[2:] if w == writer] == list(range(40))
 
 
-def _mixed_writer(url: str, seed: int, times: int, out: Any) -> None:
-    rng = random.Random(seed)
-    won: list[tuple[str, int]] = []
-    with keepstate.open(url) as store:
-        backend = store.backend
-        for _ in range(times):
-            key = f"k{rng.randrange(3)}"
-            action = rng.random()
-            try:
-                if action < 0.4:
-                    won.append((key, backend.append(NS, key, [str(seed).encode()])[0]))
-                elif action < 0.8:
-                    won.append((key, backend.put(NS, key, b"[]" if rng.random() < 0.5 else b'"v"')))
-                else:
-                    backend.delete(NS, key)
-            except keepstate.NotAList:
-                pass
-    out.put(won)
-
-
-def test_versions_never_repeat_under_mixed_writers_in_four_processes(redis_url: str) -> None:
-    out = _spawn.Queue()
-    procs = [_spawn.Process(target=_mixed_writer, args=(redis_url, seed, 80, out)) for seed in range(4)]
-    for proc in procs:
-        proc.start()
-    won = [pair for _ in procs for pair in out.get(timeout=120)]
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    assert len(won) == len(set(won)), "a version was handed out twice"
-    with keepstate.open(redis_url) as store:
-        live = dict(store.backend.keys(NS))
-        for key in ("k0", "k1", "k2"):
-            mine = sorted(version for name, version in won if name == key)
-            assert mine == list(range(1, len(mine) + 1)), "every write of a key got the next version"
-            entry = store.backend.get(NS, key)
-            assert (entry is None) == (key not in live), "the index agrees with the hashes"
-            if entry is not None:
-                orjson.loads(entry.data)
