@@ -85,6 +85,29 @@ EXPIRE = """WITH lost AS (
 SELECT count(*) FROM lost"""
 
 
+NUMBERED = ("ks_sessions", "ks_runs", "ks_invocations")
+"""Tables whose ``seq`` is an identity column: an import keeps exported numbers, then moves it past them."""
+
+
+def dump(table: str) -> str:
+    """Every row of a table ``dump.check_table`` accepted (never a name from input unchecked)."""
+    return f"SELECT * FROM {table} ORDER BY 1"
+
+
+def load(table: str, columns: Sequence[str]) -> str:
+    overriding = " OVERRIDING SYSTEM VALUE" if "seq" in columns else ""
+    marks = ", ".join(["%s"] * len(columns))
+    return f"INSERT INTO {table} ({', '.join(columns)}){overriding} VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+
+def renumber(table: str) -> str:
+    """The next ``seq`` past every row, never backwards (a server may be inserting meanwhile)."""
+    return (
+        f"SELECT setval(s, GREATEST((SELECT COALESCE(max(seq), 0) FROM {table}) + 1, nextval(s)), false) "
+        f"FROM pg_get_serial_sequence('{table}', 'seq') AS s"
+    )
+
+
 @cache
 def _claim(count: int) -> str:
     return (

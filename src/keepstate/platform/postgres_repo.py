@@ -10,11 +10,13 @@ across anything but its own statements; the SQL is ``sql.py``'s, through ``pg_sq
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import NotFound, SessionBusy
 from ..stores.postgres_db import aconnection, amigrate, open_async_pool
-from . import pg_sql, sql
+from . import dump, pg_sql, sql
 from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
 from .pg_sql import pg
 from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
@@ -52,12 +54,24 @@ class PostgresRepo(PlatformRepo):
             await pool.close()
             raise
 
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        """A pooled connection (trouble → Unavailable). PostgreSQL text cannot hold U+0000, and no stored
+        id does (ids are in the key charset), so a looked-up id holding one names nothing: NotFound."""
+        try:
+            async with aconnection(self.pool) as conn:
+                yield conn
+        except psycopg.DataError as error:
+            if error.sqlstate is not None or "NUL" not in str(error):
+                raise
+            raise NotFound("no such record (an id holds U+0000)") from None
+
     async def _one(self, query: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Row | None:
-        async with aconnection(self.pool) as conn:
+        async with self._conn() as conn:
             return await (await conn.execute(query, params)).fetchone()
 
     async def _all(self, query: str, params: tuple[Any, ...]) -> list[Row]:
-        async with aconnection(self.pool) as conn:
+        async with self._conn() as conn:
             return await (await conn.execute(query, params)).fetchall()
 
     # keys
@@ -68,7 +82,7 @@ class PostgresRepo(PlatformRepo):
         await self._write_key(pg(sql.UPSERT_ADMIN_KEY), key, secret_hash, "admin")
 
     async def _write_key(self, query: str, key: KeyRecord, secret_hash: str, role: str | None = None) -> None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
             await conn.execute(query, (key.id, key.env, role or key.role, key.name, key.created_at, secret_hash))
 
@@ -80,7 +94,7 @@ class PostgresRepo(PlatformRepo):
         return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
 
     async def revoke_key(self, env: str, key_id: str) -> bool:
-        async with aconnection(self.pool) as conn:
+        async with self._conn() as conn:
             return (await conn.execute(pg(sql.REVOKE_KEY), (env, key_id))).rowcount > 0
 
     async def has_keys(self) -> bool:
@@ -90,7 +104,7 @@ class PostgresRepo(PlatformRepo):
     async def create_session(self, session: Session) -> tuple[Session, bool]:
         """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
         s = session
-        async with aconnection(self.pool) as conn:
+        async with self._conn() as conn:
             params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
             row = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
             if row is not None:
@@ -111,7 +125,7 @@ class PostgresRepo(PlatformRepo):
         return [sql.session_from_row(row) for row in rows]
 
     async def delete_session(self, env: str, session_id: str) -> list[str] | None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
                 return None
             cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
@@ -123,7 +137,7 @@ class PostgresRepo(PlatformRepo):
     # runs
     async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
         try:
-            async with aconnection(self.pool) as conn, conn.transaction():
+            async with self._conn() as conn, conn.transaction():
                 return await _start_run(conn, run, caller, invocation)
         except psycopg.errors.UniqueViolation as error:
             if error.diag.constraint_name != pg_sql.IDEMPOTENCY_INDEX:
@@ -142,7 +156,7 @@ class PostgresRepo(PlatformRepo):
         return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
 
     async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
             if row is None:
                 return None
@@ -150,7 +164,7 @@ class PostgresRepo(PlatformRepo):
         return sql.run_from_row(row)
 
     async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
             row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
             if row is not None:
@@ -165,7 +179,7 @@ class PostgresRepo(PlatformRepo):
         return await self._one(pg_sql.has_queued(agents), (env, *agents)) is not None
 
     async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             params = (token_hash, lease_until, env, *agents)
             row = await (await conn.execute(pg_sql.claim(agents), params)).fetchone()
             if row is None:
@@ -181,7 +195,7 @@ class PostgresRepo(PlatformRepo):
 
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
-        async with aconnection(self.pool) as conn:
+        async with self._conn() as conn:
             params = (lease_until, invocation_id, token_hash, now)
             row = await (await conn.execute(pg(sql.HEARTBEAT), params)).fetchone()
             if row is None:
@@ -190,7 +204,7 @@ class PostgresRepo(PlatformRepo):
         return bool(flag and flag[0])
 
     async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
-        async with aconnection(self.pool) as conn, conn.transaction():
+        async with self._conn() as conn, conn.transaction():
             params = (FINISHED[outcome.kind], invocation_id, token_hash, now)
             row = await (await conn.execute(pg(sql.END_INVOCATION), params)).fetchone()
             if row is None:
@@ -214,6 +228,26 @@ class PostgresRepo(PlatformRepo):
     async def aclose(self) -> None:
         if self._owns_pool:
             await self.pool.close()
+
+    # export and import: rows as ``dump.py`` moves them, the same layout as SQLite's
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        dump.check_table(table, [])
+        async with self._conn() as conn:
+            cursor = await conn.execute(pg_sql.dump(table))
+            columns = [column.name for column in cursor.description or ()]
+            return [dump.encode_row(columns, row) for row in await cursor.fetchall()]
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert as exported (``seq`` kept), keep rows already there, then move the numbering past them."""
+        added = 0
+        async with self._conn() as conn, conn.transaction():
+            for row in rows:
+                dump.check_table(table, list(row))
+                cursor = await conn.execute(pg_sql.load(table, tuple(row)), tuple(dump.decode_row(row).values()))
+                added += max(cursor.rowcount, 0)
+            if table in pg_sql.NUMBERED:
+                await conn.execute(pg_sql.renumber(table))
+        return added
 
 
 async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:

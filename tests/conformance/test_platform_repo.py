@@ -1,0 +1,405 @@
+"""The ``PlatformRepo`` contract, run on every repository: memory, SQLite and PostgreSQL.
+
+Each test opens a fresh store with ``open_platform(url)`` and drives its ``.repo`` directly, so
+what is proven is the repository's atomicity, not the service's checks. The concurrency tests
+fire many operations at once with ``asyncio.gather`` (on PostgreSQL each on its own pooled
+connection, so the database really interleaves them). No test branches on the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from keepstate.errors import NotFound, SessionBusy
+from keepstate.platform import Platform, open_platform
+from keepstate.platform.models import NULL, Claimed, Invocation, KeyRecord, Run, Session, now_ms
+from keepstate.platform.repo import Outcome, PlatformRepo, RunFilter
+
+pytestmark = pytest.mark.parametrize("backend_url", ["memory", "sqlite", "postgres"], indirect=True)
+ENV = "default"
+_ids = itertools.count(1)
+
+
+@pytest.fixture
+async def platform(backend_url: str) -> AsyncIterator[Platform]:
+    opened = await open_platform(backend_url)
+    yield opened
+    await opened.aclose()
+
+
+@pytest.fixture
+def repo(platform: Platform) -> PlatformRepo:
+    return platform.repo
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}_{next(_ids)}_{now_ms()}"
+
+
+def new_run(agent: str = "chat", session_id: str | None = None, idem: str | None = None, owner: str = "k1") -> Run:
+    now = now_ms()
+    return Run(ENV, uid("run"), agent, owner, session_id, None, None, "queued", b'{"in":1}', now, now,
+               idempotency_key=idem)
+
+
+def start_inv(run: Run, kind: str = "start") -> Invocation:
+    return Invocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
+
+
+async def start(repo: PlatformRepo, run: Run, caller: str = "k1") -> tuple[Run, bool]:
+    return await repo.start_run(run, caller, start_inv(run))
+
+
+async def session(repo: PlatformRepo, session_id: str | None = None, owner: str = "k1") -> str:
+    sid = session_id or uid("ses")
+    await repo.create_session(Session(ENV, sid, owner, "u1", b"{}", now_ms()))
+    return sid
+
+
+async def claim(repo: PlatformRepo, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
+                ) -> Claimed | None:
+    now = now_ms()
+    return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now)
+
+
+# ---------------------------------------------------------------- keys
+
+
+async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
+    assert not await repo.has_keys()
+    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+    await repo.add_key(key, "hash-1")
+    assert await repo.has_keys()
+    found = await repo.key_by_hash("hash-1")
+    assert found is not None and (found.id, found.env, found.role, found.revoked) == (key.id, ENV, "member", False)
+    assert [k.id for k in await repo.list_keys(ENV)] == [key.id]
+    assert await repo.list_keys("other") == []
+    assert not await repo.revoke_key("other", key.id)  # another environment's key is not found
+    assert await repo.revoke_key(ENV, key.id)
+    assert not await repo.revoke_key(ENV, key.id)
+    revoked = await repo.key_by_hash("hash-1")
+    assert revoked is not None and revoked.revoked
+    assert await repo.list_keys(ENV) == []
+    assert not await repo.has_keys()
+
+
+async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformRepo) -> None:
+    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+    await repo.add_key(key, "boot")
+    await repo.revoke_key(ENV, key.id)
+    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    found = await repo.key_by_hash("boot")
+    assert found is not None and (found.role, found.revoked) == ("admin", False)
+    assert len(await repo.list_keys(ENV)) == 1
+
+
+# ---------------------------------------------------------------- sessions
+
+
+async def test_sessions_create_once_get_list_and_page(repo: PlatformRepo) -> None:
+    first, created = await repo.create_session(Session(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
+    assert created and (first.owner, first.user, first.metadata) == ("k1", "u1", b'{"a":1}')
+    again, created = await repo.create_session(Session(ENV, "s1", "k2", None, b"{}", now_ms()))
+    assert not created and (again.owner, again.metadata) == ("k1", b'{"a":1}')
+    await repo.create_session(Session(ENV, "s2", "k2", "u2", b"{}", now_ms()))
+    await repo.create_session(Session(ENV, "s3", "k1", "u2", b"{}", now_ms()))
+    assert await repo.get_session(ENV, "s1") == first
+    assert await repo.get_session("other", "s1") is None
+    assert [s.id for s in await repo.list_sessions(ENV, None, None, 0, 10)] == ["s1", "s2", "s3"]
+    assert [s.id for s in await repo.list_sessions(ENV, "k1", None, 0, 10)] == ["s1", "s3"]
+    assert [s.id for s in await repo.list_sessions(ENV, None, "u2", 0, 10)] == ["s2", "s3"]
+    page = await repo.list_sessions(ENV, None, None, 0, 2)
+    assert [s.id for s in await repo.list_sessions(ENV, None, None, page[-1].seq, 2)] == ["s3"]
+
+
+async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformRepo) -> None:
+    results = await asyncio.gather(*(
+        repo.create_session(Session(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12)
+    ))
+    assert sum(created for _, created in results) == 1
+    assert len({s.owner for s, _ in results}) == 1
+
+
+async def test_delete_session_absent_busy_idle(repo: PlatformRepo) -> None:
+    assert await repo.delete_session(ENV, "nope") is None
+    sid = await session(repo)
+    await start(repo, new_run("chat", sid))
+    with pytest.raises(SessionBusy):
+        await repo.delete_session(ENV, sid)
+    claimed = await claim(repo, token="t-del")
+    assert claimed is not None
+    with pytest.raises(SessionBusy):
+        await repo.delete_session(ENV, sid)
+    await repo.finish(claimed.invocation.id, "t-del", Outcome("complete", b"1"), now_ms())
+    assert await repo.delete_session(ENV, sid) == ["chat"]
+    assert await repo.get_session(ENV, sid) is None
+    with pytest.raises(NotFound):
+        await start(repo, new_run("chat", sid))
+
+
+# ---------------------------------------------------------------- runs
+
+
+async def test_start_run_one_turn_per_session(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+    run, created = await start(repo, new_run("chat", sid))
+    assert created and (run.status, run.session_id, run.input) == ("queued", sid, b'{"in":1}')
+    with pytest.raises(SessionBusy):
+        await start(repo, new_run("chat", sid))
+    claimed = await claim(repo, token="t1")
+    assert claimed is not None and claimed.run.id == run.id
+    with pytest.raises(SessionBusy):  # running blocks too
+        await start(repo, new_run("other", sid))
+    await repo.finish(claimed.invocation.id, "t1", Outcome("complete", b"2"), now_ms())
+    _, created = await start(repo, new_run("chat", sid))
+    assert created
+    with pytest.raises(NotFound):
+        await start(repo, new_run("chat", "no-such-session"))
+
+
+async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+    held, _ = await start(repo, new_run("chat", sid))
+    claimed = await claim(repo, token="t-hold")
+    assert claimed is not None
+    ended = await repo.finish(claimed.invocation.id, "t-hold", Outcome("hold", b'{"q":1}'), now_ms())
+    assert ended is not None and (ended.status, ended.hold) == ("held", b'{"q":1}')
+    newer, created = await start(repo, new_run("chat", sid))  # the held turn does not block
+    assert created
+    resumed = await repo.decide(ENV, held.id, b'{"approved":true}', start_inv(held, "resume"), now_ms())
+    assert resumed is not None and (resumed.status, resumed.decision) == ("queued", b'{"approved":true}')
+    first, second = await claim(repo, token="ta"), await claim(repo, token="tb")
+    assert first is not None and second is not None
+    assert (first.run.id, first.invocation.kind) == (newer.id, "start")
+    assert (second.run.id, second.invocation.kind, second.run.decision) == (held.id, "resume", b'{"approved":true}')
+
+
+async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+
+    async def one() -> bool:
+        try:
+            return (await start(repo, new_run("chat", sid)))[1]
+        except SessionBusy:
+            return False
+
+    assert sum(await asyncio.gather(*(one() for _ in range(24)))) == 1
+    runs = await repo.list_runs(RunFilter(ENV, None, sid, None, 0, 100))
+    assert len(runs) == 1
+
+
+async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformRepo) -> None:
+    first, created = await start(repo, new_run(idem="once"), caller="k1")
+    again, created_again = await start(repo, new_run(idem="once"), caller="k1")
+    assert created and not created_again and again.id == first.id
+    other, created_other = await start(repo, new_run(idem="once"), caller="k2")
+    assert created_other and other.id != first.id
+    results = await asyncio.gather(*(start(repo, new_run(idem="race"), caller="k1") for _ in range(12)))
+    assert sum(created for _, created in results) == 1
+    assert len({run.id for run, _ in results}) == 1
+    sid = await session(repo)  # an idempotent retry of a session turn is not session_busy
+    turn, _ = await start(repo, new_run("chat", sid, idem="turn"))
+    retry, created = await start(repo, new_run("chat", sid, idem="turn"))
+    assert (retry.id, created) == (turn.id, False)
+
+
+async def test_get_and_list_runs(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+    a, _ = await start(repo, new_run("chat", sid, owner="k1"))
+    b, _ = await start(repo, new_run("chat", owner="k2"))
+    assert await repo.get_run(ENV, a.id) == a
+    assert await repo.get_run("other", a.id) is None
+    every = await repo.list_runs(RunFilter(ENV, None, None, None, 0, 10))
+    assert [r.id for r in every] == [a.id, b.id]
+    assert [r.id for r in await repo.list_runs(RunFilter(ENV, "k2", None, None, 0, 10))] == [b.id]
+    assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, sid, "queued", 0, 10))] == [a.id]
+    assert await repo.list_runs(RunFilter(ENV, None, None, "done", 0, 10)) == []
+    assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, None, None, every[0].seq, 10))] == [b.id]
+
+
+async def test_decide_only_a_held_run(repo: PlatformRepo) -> None:
+    run, _ = await start(repo, new_run())
+    assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None
+    assert await repo.decide(ENV, "nope", b"{}", start_inv(run, "resume"), now_ms()) is None
+    claimed = await claim(repo, token="t-d")
+    assert claimed is not None
+    await repo.finish(claimed.invocation.id, "t-d", Outcome("hold", b"1"), now_ms())
+    assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is not None
+    assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None  # once
+
+
+async def test_cancel_queued_held_running_and_done(repo: PlatformRepo) -> None:
+    queued, _ = await start(repo, new_run("q"))
+    cancelled = await repo.cancel(ENV, queued.id, now_ms())
+    assert cancelled is not None and cancelled.status == "cancelled"
+    assert not await repo.has_queued(ENV, ["q"]) and await claim(repo, "q") is None
+    running, _ = await start(repo, new_run("r"))
+    claimed = await claim(repo, "r", token="t-r")
+    assert claimed is not None
+    requested = await repo.cancel(ENV, running.id, now_ms())
+    assert requested is not None and (requested.status, requested.cancel_requested) == ("running", True)
+    assert await repo.heartbeat(claimed.invocation.id, "t-r", now_ms(), now_ms() + 30_000) is True
+    ended = await repo.finish(claimed.invocation.id, "t-r", Outcome("hold", b"1"), now_ms())
+    assert ended is not None and ended.status == "cancelled"
+    done, _ = await start(repo, new_run("d"))
+    claimed = await claim(repo, "d", token="t-dn")
+    assert claimed is not None
+    await repo.finish(claimed.invocation.id, "t-dn", Outcome("complete", b"1"), now_ms())
+    unchanged = await repo.cancel(ENV, done.id, now_ms())
+    assert unchanged is not None and unchanged.status == "done"
+    assert await repo.cancel(ENV, "nope", now_ms()) is None
+
+
+async def test_cancel_racing_claims_never_both_wins(repo: PlatformRepo) -> None:
+    """A queued run is either cancelled (never claimed) or claimed (then only cancel_requested)."""
+    runs = [(await start(repo, new_run("race")))[0] for _ in range(10)]
+    claims = [claim(repo, "race") for _ in range(10)]
+    cancels = [repo.cancel(ENV, run.id, now_ms()) for run in runs]
+    claimed, _ = await asyncio.gather(asyncio.gather(*claims), asyncio.gather(*cancels))
+    claimed_ids = {c.run.id for c in claimed if c is not None}
+    for run in runs:
+        final = await repo.get_run(ENV, run.id)
+        assert final is not None
+        if run.id in claimed_ids:
+            assert (final.status, final.cancel_requested) == ("running", True)
+        else:
+            assert final.status == "cancelled"
+
+
+# ---------------------------------------------------------------- invocations
+
+
+async def test_claims_are_exclusive_under_concurrency(repo: PlatformRepo) -> None:
+    runs = [(await start(repo, new_run("work")))[0] for _ in range(20)]
+    assert await repo.has_queued(ENV, ["other", "work"]) and not await repo.has_queued(ENV, ["other"])
+    results = await asyncio.gather(*(claim(repo, "work") for _ in range(40)))
+    claimed = [c for c in results if c is not None]
+    assert len(claimed) == 20
+    assert sorted(c.run.id for c in claimed) == sorted(r.id for r in runs)
+    assert len({c.invocation.id for c in claimed}) == 20
+    assert all(c.run.status == "running" and c.invocation.status == "running" for c in claimed)
+    assert not await repo.has_queued(ENV, ["work"])
+
+
+async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformRepo) -> None:
+    first, _ = await start(repo, new_run("a"))
+    await start(repo, new_run("a"))
+    await start(repo, new_run("b"))
+    assert await repo.claim("other", ["a", "b"], "t-o", now_ms() + 1000, now_ms()) is None
+    claimed = await claim(repo, "a")
+    assert claimed is not None and claimed.run.id == first.id
+
+
+async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+    run, _ = await start(repo, new_run("chat", sid))
+    claimed = await claim(repo, token="t-live")
+    assert claimed is not None
+    ctx = await repo.token_context("t-live")
+    assert ctx is not None and (ctx.run_id, ctx.invocation_id, ctx.session_id, ctx.agent, ctx.owner) == (
+        run.id, claimed.invocation.id, sid, "chat", "k1")
+    assert await repo.token_context("t-unknown") is None
+    inv_id = claimed.invocation.id
+    assert await repo.heartbeat(inv_id, "t-live", now_ms(), now_ms() + 60_000) is False
+    assert await repo.heartbeat(inv_id, "t-wrong", now_ms(), now_ms() + 60_000) is None
+    ctx = await repo.token_context("t-live")
+    assert ctx is not None and ctx.lease_until > now_ms() + 50_000
+    assert await repo.finish(inv_id, "t-wrong", Outcome("complete", b"1"), now_ms()) is None
+    done = await repo.finish(inv_id, "t-live", Outcome("complete", b'{"out":1}'), now_ms())
+    assert done is not None and (done.status, done.output, done.error) == ("done", b'{"out":1}', NULL)
+    assert await repo.token_context("t-live") is None
+    assert await repo.heartbeat(inv_id, "t-live", now_ms(), now_ms() + 1000) is None
+    assert await repo.finish(inv_id, "t-live", Outcome("fail", b"1"), now_ms()) is None
+
+
+async def test_fail_keeps_the_error(repo: PlatformRepo) -> None:
+    await start(repo, new_run())
+    claimed = await claim(repo, token="t-f")
+    assert claimed is not None
+    failed = await repo.finish(claimed.invocation.id, "t-f", Outcome("fail", b'{"type":"X"}'), now_ms())
+    assert failed is not None and (failed.status, failed.error) == ("failed", b'{"type":"X"}')
+
+
+async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformRepo) -> None:
+    await start(repo, new_run())
+    claimed = await claim(repo, token="t-once")
+    assert claimed is not None
+    outcomes = [Outcome(kind, b"1") for kind in ("complete", "fail", "hold")] * 4
+    results = await asyncio.gather(*(repo.finish(claimed.invocation.id, "t-once", o, now_ms()) for o in outcomes))
+    assert sum(r is not None for r in results) == 1
+
+
+async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: PlatformRepo) -> None:
+    runs = [(await start(repo, new_run("exp")))[0] for _ in range(6)]
+    tokens = [f"t-exp-{i}" for i in range(6)]
+    for token in tokens:
+        assert await claim(repo, "exp", token=token, lease_ms=-1) is not None
+    live, _ = await start(repo, new_run("live"))
+    assert await claim(repo, "live", token="t-keep", lease_ms=60_000) is not None
+    counts = await asyncio.gather(*(repo.expire(now_ms()) for _ in range(5)))
+    assert sum(counts) == 6
+    assert await repo.expire(now_ms()) == 0
+    for run, token in zip(runs, tokens, strict=True):
+        final = await repo.get_run(ENV, run.id)
+        assert final is not None and final.status == "interrupted"
+        assert await repo.token_context(token) is None
+    still = await repo.get_run(ENV, live.id)
+    assert still is not None and still.status == "running"
+    assert await repo.token_context("t-keep") is not None
+
+
+async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformRepo) -> None:
+    await start(repo, new_run())
+    claimed = await claim(repo, token="t-late", lease_ms=-1)
+    assert claimed is not None
+    assert await repo.heartbeat(claimed.invocation.id, "t-late", now_ms(), now_ms() + 1000) is None
+    assert await repo.finish(claimed.invocation.id, "t-late", Outcome("complete", b"1"), now_ms()) is None
+
+
+async def test_ping(repo: PlatformRepo) -> None:
+    await repo.ping()
+
+
+# ---------------------------------------------------------------- export and import
+
+
+async def test_dumped_rows_load_into_fresh_sqlite_and_postgres_stores(
+    repo: PlatformRepo, backend_url: str, pg_url: str, tmp_path: Path
+) -> None:
+    """Every table moves with its numbering; a store that dies with its process declares it by refusing."""
+    from keepstate.errors import InvalidRequest
+    from keepstate.platform.dump import TABLES
+
+    await repo.add_key(KeyRecord(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
+    sid = await session(repo, "moved-session")
+    held, _ = await start(repo, new_run("mv", sid, idem="i1"))
+    claimed = await claim(repo, "mv", token="t-mv")
+    assert claimed is not None
+    await repo.finish(claimed.invocation.id, "t-mv", Outcome("hold", b'{"q":1}'), now_ms())
+    await repo.decide(ENV, held.id, b'{"approved":true}', start_inv(held, "resume"), now_ms())
+    try:
+        rows = {table: await repo.dump(table) for table in TABLES}
+    except InvalidRequest:
+        pytest.skip("this store does not outlive its process: it has no export")
+    for target_url in {pg_url, f"sqlite:///{tmp_path / 'target.db'}"} - {backend_url}:  # fresh stores only
+        target = await open_platform(target_url)
+        try:
+            for table in TABLES:
+                assert await target.repo.load(table, rows[table]) == len(rows[table])
+                assert await target.repo.load(table, rows[table]) == 0  # rows already there are kept
+            assert await target.repo.get_run(ENV, held.id) == await repo.get_run(ENV, held.id)
+            assert await target.repo.get_session(ENV, sid) == await repo.get_session(ENV, sid)
+            assert (await target.repo.key_by_hash("moved-key")) == (await repo.key_by_hash("moved-key"))
+            resumed = await claim(target.repo, "mv")
+            assert resumed is not None and (resumed.run.id, resumed.invocation.kind) == (held.id, "resume")
+            newer, _ = await start(target.repo, new_run("mv"))  # numbered after every imported row
+            listed = await target.repo.list_runs(RunFilter(ENV, None, None, None, 0, 100))
+            assert [r.id for r in listed][-1] == newer.id and newer.seq > held.seq
+        finally:
+            await target.aclose()
