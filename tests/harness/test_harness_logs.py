@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from harness_support import HARNESS_BACKENDS, SMALL_CHUNK
 
@@ -142,3 +144,20 @@ def _decodes(chunk: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_an_id_given_twice_in_one_append_keeps_its_first_place(store: HarnessStore) -> None:
+    store.append("s", "log", [LogAppend("old", id="z")])
+    assert store.append("s", "log", [LogAppend("a", id="x"), LogAppend(TRICKY), LogAppend("a2", id="x")]) == 2
+    assert store.append("s", "log", [LogAppend("z2", id="z"), LogAppend(TRICKY * 2, id="x")]) == 2
+    assert [(e.seq, e.id, e.data) for e in store.read("s", "log")] == [
+        (1, "z", "z2"), (2, "x", TRICKY * 2), (3, None, TRICKY)]
+    assert store.end("s", "log") == 3
+
+
+def test_copy_keeps_the_creation_times_of_entries_without_ids(store: HarnessStore) -> None:
+    store.append("parent", "log", [LogAppend("one"), LogAppend(TRICKY)])
+    time.sleep(0.01)
+    store.copy("parent", "fork", "log")
+    copied, source = store.read("fork", "log"), store.read("parent", "log")
+    assert [(e.seq, e.data, e.created_at) for e in copied] == [(e.seq, e.data, e.created_at) for e in source]

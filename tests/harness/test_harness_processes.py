@@ -124,6 +124,7 @@ def store_ops_in_order(url: str) -> list[Any]:
 
 def _append(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
     for i in range(n):
+        store.append(S, "plain", [LogAppend({"w": me, "i": i})])  # no ids: PostgreSQL's one-statement path
         store.append(S, "log", [
             LogAppend({"w": me, "i": i}),
             LogAppend({"w": me, "i": i, "pad": "é😀" * 3}, id=f"shared-{i % 5}"),
@@ -144,6 +145,12 @@ def test_appends_from_several_processes_get_distinct_positions_and_unique_ids(ba
     for me in range(WORKERS):
         mine = [entry.data["i"] for entry in entries if entry.id is None and entry.data["w"] == me]
         assert mine == list(range(n))
+    with open_harness_store(backend_url) as store:
+        plain = store.read(S, "plain")
+        assert store.end(S, "plain") == len(plain) == WORKERS * n
+    assert [entry.seq for entry in plain] == list(range(1, len(plain) + 1))
+    for me in range(WORKERS):
+        assert [entry.data["i"] for entry in plain if entry.data["w"] == me] == list(range(n))
 
 
 def _open_fresh(store: HarnessStore, me: int, barrier: Barrier, arg: None) -> int:

@@ -28,6 +28,8 @@ from ..stores.sqlite_db import SqliteDatabase, connect, migrate, sqlite_path, tr
 from .schema import Dialect
 
 Row = tuple[Any, ...]
+Statement = tuple[str, Sequence[Any]]
+"""SQL text and its parameters."""
 
 
 class Tx(Protocol):
@@ -54,6 +56,13 @@ class Engine(Protocol):
 
         Inside this thread's open transaction they join it. Outside, PostgreSQL runs them in
         autocommit (saving the BEGIN and COMMIT round trips); SQLite still takes ``BEGIN IMMEDIATE``.
+        """
+
+    def atomic(self, statements: Sequence[Statement]) -> list[Row]:
+        """Run ``statements`` in order as one atomic unit and return the rows of the last.
+
+        Outside a transaction PostgreSQL sends them all in one round trip (pipeline mode: one
+        implicit transaction, committed at its end); inside one, they run in a savepoint.
         """
 
     def migrate(self, component: str, steps: Sequence[str]) -> None: ...
@@ -120,6 +129,11 @@ class _SqliteFamily:
 
     def statement(self) -> AbstractContextManager[Tx]:
         return self.transaction()
+
+    def atomic(self, statements: Sequence[Statement]) -> list[Row]:
+        with self.transaction() as tx:
+            results = [tx.rows(sql, params) for sql, params in statements]
+        return results[-1]
 
 
 @contextmanager

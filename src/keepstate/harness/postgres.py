@@ -5,7 +5,9 @@ lock). Outside a transaction each statement borrows a pooled autocommit connecti
 the thread keeps its connection until the outermost transaction ends, and inner transactions are
 psycopg savepoints. READ COMMITTED is enough: every guard is inside the writing statement
 (``UPDATE … WHERE status = …``, ``INSERT … ON CONFLICT``), and writers of one log queue on its
-head row's lock.
+head row's lock. ``atomic`` pipelines a log append's two statements (lock the head, then write),
+so an append costs one round trip, as does any single statement now that the pool checks only
+connections that sat idle.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import psycopg
 
 from ..stores.postgres_db import connection, migrate, open_pool, translate_errors
-from .engines import Row, Tx
+from .engines import Row, Statement, Tx
 from .schema import Dialect
 
 
@@ -72,8 +74,25 @@ class PostgresEngine:
     def statement(self) -> AbstractContextManager[Tx]:
         return self.snapshot()
 
+    def atomic(self, statements: Sequence[Statement]) -> list[Row]:
+        conn = self._current()
+        if conn is None:
+            with connection(self._pool) as conn:
+                return _pipelined(conn, statements)
+        with translate_errors(), conn.transaction():
+            return _pipelined(conn, statements)
+
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         migrate(self._pool, component, steps)
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _pipelined(conn: psycopg.Connection[Any], statements: Sequence[Statement]) -> list[Row]:
+    """Send every statement, then wait once. On an autocommit connection the extended protocol runs
+    them in one implicit transaction up to the pipeline's sync, so they commit or fail together."""
+    with conn.pipeline():
+        cursors = [conn.execute(sql, params) for sql, params in statements]  # type: ignore[arg-type]
+    last = cursors[-1]
+    return last.fetchall() if last.description else []

@@ -81,6 +81,65 @@ _OPERATION = "session, id, seq, status, input, meta, result, reason, created_at,
 _ENTRY = "seq, part, id, data, created_at"
 
 
+_WRITE_BATCH = """
+WITH batch (k, part, parts, id, data, created_at) AS (
+  SELECT * FROM unnest(?::int[], ?::int[], ?::int[], ?::text[], ?::bytea[], ?::bigint[])
+), head AS (
+  SELECT last FROM {p}logs WHERE session = ? AND log = ?
+), found AS (  -- one index probe per id given (OFFSET 0 keeps it a probe, whatever the statistics)
+  SELECT e.id, e.seq, e.created_at FROM unnest(?::text[]) AS given (id) CROSS JOIN LATERAL (
+    SELECT id, seq, created_at FROM {p}entries WHERE session = ? AND log = ? AND id = given.id OFFSET 0) e
+), placed AS (
+  SELECT b.k, b.parts, f.seq IS NULL AS new, COALESCE(f.created_at, b.created_at) AS created_at,
+    COALESCE(f.seq, h.last + count(*) FILTER (WHERE f.seq IS NULL) OVER (ORDER BY b.k)) AS seq
+  FROM batch b CROSS JOIN head h LEFT JOIN found f ON f.id = b.id
+  WHERE b.part = 0
+), written AS (
+  INSERT INTO {p}entries (session, log, seq, part, id, data, created_at)
+  SELECT ?, ?, p.seq, b.part, CASE WHEN b.part = 0 THEN b.id END, b.data, p.created_at
+  FROM batch b JOIN placed p USING (k)
+  ON CONFLICT (session, log, seq, part)
+  DO UPDATE SET id = excluded.id, data = excluded.data, created_at = excluded.created_at
+), trimmed AS (  -- rows of replaced entries past their new last part: a probe per entry, then by row address
+  DELETE FROM {p}entries WHERE ctid = ANY(ARRAY(
+    SELECT old.ctid FROM placed p CROSS JOIN LATERAL (
+      SELECT ctid FROM {p}entries WHERE session = ? AND log = ? AND seq = p.seq AND part >= p.parts OFFSET 0) old
+    WHERE NOT p.new))
+), moved AS (
+  UPDATE {p}logs SET last = (SELECT max(seq) FROM placed WHERE new)
+  WHERE session = ? AND log = ? AND EXISTS (SELECT FROM placed WHERE new)
+)
+SELECT seq FROM placed WHERE k = ?
+"""
+"""PostgreSQL only: a whole append in one statement, run right after ``lock_log`` in one round trip.
+
+It must come after the lock in a statement of its own: under READ COMMITTED a statement sees what
+was committed before it began, so only a statement begun after the head-row lock was granted sees
+the entries of the writer that held it (the ids to replace, and the head's end). ``batch`` holds
+one row per chunk, entries numbered ``k`` in order with ids already unique; an entry whose id is
+in the log takes its position and creation time (``found``), the others take the next positions.
+Replaced rows are overwritten by ``ON CONFLICT``, and parts beyond the new entry's last are deleted.
+"""
+
+_APPEND_NEW = """
+WITH head AS (
+  INSERT INTO {p}logs (session, log, last) VALUES (?, ?, ?)
+  ON CONFLICT (session, log) DO UPDATE SET last = {p}logs.last + excluded.last RETURNING last
+), written AS (
+  INSERT INTO {p}entries (session, log, seq, part, id, data, created_at)
+  SELECT ?, ?, h.last - ? + b.k, b.part, NULL, b.data, b.created_at
+  FROM head h CROSS JOIN unnest(?::int[], ?::int[], ?::bytea[], ?::bigint[]) AS b (k, part, data, created_at)
+)
+SELECT last FROM head
+"""
+"""PostgreSQL only: an append of entries without ids (the usual kind) in one statement.
+
+It reads no entries, so it needs no fresh snapshot: ``ON CONFLICT DO UPDATE`` waits for the head
+row's lock and moves the end from the row's latest version, and the entries take the positions
+just before the new end.
+"""
+
+
 def component(prefix: str) -> str:
     """The migration component of one prefix: each prefix has its own schema version."""
     return f"harness:{prefix}"
@@ -114,6 +173,8 @@ class Sql:
     entry_seq: str
     delete_entry: str
     insert_chunk: str
+    write_batch: str
+    append_new: str
     read: str
     read_all: str
     entry: str
@@ -178,6 +239,8 @@ def _texts(p: str) -> dict[str, str | tuple[str, ...]]:
         "entry_seq": f"SELECT seq, created_at FROM {p}entries WHERE session = ? AND log = ? AND id = ?",
         "delete_entry": f"DELETE FROM {p}entries WHERE session = ? AND log = ? AND seq = ?",
         "insert_chunk": f"INSERT INTO {p}entries ({_ENTRY}, session, log) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "write_batch": _WRITE_BATCH.format(p=p),
+        "append_new": _APPEND_NEW.format(p=p),
         "read": (  # a range up to the limit-th entry's seq (one index probe), not a semi-join per row
             f"SELECT {_ENTRY} FROM {p}entries WHERE session = ? AND log = ? AND seq > ? AND seq <= COALESCE(("
             f"SELECT seq FROM {p}entries WHERE session = ? AND log = ? AND part = 0 AND seq > ? "

@@ -34,6 +34,7 @@ from .records import (
     encode_value,
     join_chunks,
     now_ms,
+    plan_batch,
     split_chunks,
 )
 from .schema import Sql
@@ -204,8 +205,7 @@ class HarnessStore:
         pending: list[_Pending] = [(*encode_entry(entry), None) for entry in entries]
         if not pending:
             return self.end(session, log)
-        with self._db.transaction() as tx:
-            return self._write_entries(tx, session, log, pending)
+        return self._write(session, log, pending)
 
     def read(self, session: str, log: str, after: int = 0, limit: int | None = None) -> list[LogEntry]:
         """Entries after position ``after`` (exclusive), in order, at most ``limit`` (None: all)."""
@@ -247,10 +247,34 @@ class HarnessStore:
             rows = tx.rows(self._sql.read_all, (source, log, 0))
             pending = [(entry_id, data, created) for _, entry_id, data, created in join_chunks(rows)]
             if pending:
-                self._write_entries(tx, target, log, pending)
+                self._write(target, log, pending)
+
+    def _write(self, session: str, log: str, pending: Sequence[_Pending]) -> int:
+        """Write entries atomically; the position of the last one written."""
+        if self._sql.dialect == "postgres":
+            return self._write_batch(session, log, pending)
+        with self._db.transaction() as tx:
+            return self._write_entries(tx, session, log, pending)
+
+    def _write_batch(self, session: str, log: str, pending: Sequence[_Pending]) -> int:
+        """PostgreSQL: one statement for new entries; with ids, lock the head then write (one round trip)."""
+        key, now = (session, log), now_ms()
+        batch = plan_batch(((i, data, now if at is None else at) for i, data, at in pending), self.chunk_size)
+        params: tuple[Any, ...]
+        if not batch.ids:
+            count = batch.k[-1]
+            params = (*key, count, *key, count, batch.k, batch.part, batch.data, batch.created_at)
+            with self._db.statement() as tx:
+                return int(tx.rows(self._sql.append_new, params)[0][0])
+        params = (
+            batch.k, batch.part, batch.parts, batch.id, batch.data, batch.created_at,
+            *key, batch.ids, *key, *key, *key, *key, batch.last,
+        )
+        rows = self._db.atomic([(self._sql.lock_log, key), (self._sql.write_batch, params)])
+        return int(rows[0][0])
 
     def _write_entries(self, tx: Tx, session: str, log: str, pending: Iterable[_Pending]) -> int:
-        """Write entries under the log's head-row lock; the position of the last one written."""
+        """SQLite: write entries one by one under the write lock; the position of the last one written."""
         key = (session, log)
         end = start = int(tx.rows(self._sql.lock_log, key)[0][0])
         last, now = end, now_ms()

@@ -1,8 +1,8 @@
 """PostgreSQL connections for every part of keepstate: pools, error translation, migrations.
 
 psycopg 3. Async parts (server, platform, session store) use an ``AsyncConnectionPool``; the
-synchronous harness store uses a plain sync pool. Connections are checked before use (the async
-pool: only after sitting idle a second, as a check costs a round trip), so a restarted server is
+synchronous harness store uses a sync pool built the same way. Connections are checked before use
+only after sitting idle a second (a check costs a round trip), so a restarted server is
 noticed and the pool reconnects by itself; while PostgreSQL is away every
 call fails fast with ``Unavailable`` (connect timeout and pool wait both short), never a hang.
 """
@@ -112,12 +112,37 @@ async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncCon
     return pool
 
 
+class _Pool(psycopg_pool.ConnectionPool):
+    """The sync twin of ``_AsyncPool``: fails fast while the server is down, checks only idle connections."""
+
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
+        self.down = False
+        self.returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+        super().__init__(
+            conninfo, configure=self.connected, check=self.check_if_idle, reset=self.mark_returned, **kwargs
+        )
+
+    def check_if_idle(self, conn: psycopg.Connection[Any]) -> None:
+        """Check a connection only after it sat idle: a checked call costs a second round trip."""
+        if time.monotonic() - self.returned.get(conn, 0.0) > CHECK_IDLE_S:
+            psycopg_pool.ConnectionPool.check_connection(conn)
+
+    def mark_returned(self, conn: psycopg.Connection[Any]) -> None:
+        self.returned[conn] = time.monotonic()
+
+    def connected(self, conn: psycopg.Connection[Any]) -> None:
+        self.down = False
+
+    def reconnect_failed(self) -> None:
+        self.down = True
+        super().reconnect_failed()
+
+
 def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
     """An opened sync pool; raises Unavailable when the server cannot be reached."""
-    pool = psycopg_pool.ConnectionPool(
+    pool = _Pool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
-        timeout=POOL_WAIT_S, check=psycopg_pool.ConnectionPool.check_connection,
-        reconnect_timeout=0,
+        timeout=POOL_WAIT_S, reconnect_timeout=0,
     )
     with translate_errors():
         pool.open(wait=True, timeout=POOL_WAIT_S)
@@ -135,7 +160,9 @@ async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[p
 
 @contextmanager
 def connection(pool: psycopg_pool.ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
-    with translate_errors(), pool.connection() as conn:
+    """The sync twin of ``aconnection``."""
+    wait = DOWN_WAIT_S if getattr(pool, "down", False) else None
+    with translate_errors(), pool.connection(timeout=wait) as conn:
         yield conn
 
 
