@@ -41,3 +41,16 @@ def test_keys_create_makes_a_working_key_of_a_new_environment(tmp_path: Path) ->
     bad = subprocess.run([sys.executable, "-c", MAIN, "keys", "create", "--role", "king", "--store", store],
                          capture_output=True, text=True)
     assert bad.returncode != 0
+
+
+def test_serve_refuses_a_redis_store_with_a_clear_message() -> None:
+    done = subprocess.run([sys.executable, "-c", MAIN, "serve", "--store", "redis://127.0.0.1:6379/0", "--port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "need PostgreSQL or SQLite" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_serve_refuses_an_unknown_store_url() -> None:
+    done = subprocess.run([sys.executable, "-c", MAIN, "serve", "--store", "mysql://x/y", "--port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "unknown store URL" in done.stderr

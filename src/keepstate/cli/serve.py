@@ -17,7 +17,7 @@ import click
 
 @click.command()
 @click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
-              help="Store URL (sqlite:///file.db or memory://).")
+              help="Store URL: sqlite:///file.db, postgresql://..., or memory:// (env KEEPSTATE_STORE).")
 @click.option("--host", envvar="KEEPSTATE_HOST", default="127.0.0.1", show_default=True)
 @click.option("--port", envvar="KEEPSTATE_PORT", default=8420, type=click.IntRange(0, 65535), show_default=True)
 @click.option("--workers", default=1, type=click.IntRange(1, 64), show_default=True, help="Server processes.")
@@ -35,6 +35,10 @@ def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
         scheme = scheme_of(store)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--store") from None
+    if scheme == "redis":
+        raise click.BadParameter(
+            "the server keeps keys, sessions and runs, which need PostgreSQL or SQLite; Redis serves the state "
+            "store (keepstate.open) and the session store (keepstate.sessions)", param_hint="--store")
     admin_key = os.environ.get("KEEPSTATE_ADMIN_KEY") or None
     options: dict[str, Any] = {"host": host, "port": port, "loop": "uvloop", "http": "httptools", "access_log": False,
                "log_level": "warning", "timeout_graceful_shutdown": 10}
