@@ -9,7 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import InvalidRequest
+from .. import values
+from ..errors import InvalidRequest, NotFound
 from ..platform.invocations import MAX_CLAIM_WAIT_S, Invocations, check_agents
 from ..platform.models import RUN_STATUSES, Caller
 from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, MAX_RUN_WAIT_S, Platform
@@ -47,6 +48,14 @@ def path(request: Request, name: str) -> str:
     return value
 
 
+def record_id(request: Request, name: str) -> str:
+    """A session, run, key or invocation id from the path: never in the key charset → no such record."""
+    value = path(request, name)
+    if not values.is_key(value):
+        raise NotFound(f"no such {name.removesuffix('_id').replace('inv', 'invocation')} {value[:80]!r}")
+    return value
+
+
 # keys
 async def create_key(request: Request) -> Response:
     caller = await key_caller(request)
@@ -64,7 +73,7 @@ async def list_keys(request: Request) -> Response:
 
 
 async def revoke_key(request: Request) -> Response:
-    await platform(request).revoke_key(await key_caller(request), path(request, "key_id"))
+    await platform(request).revoke_key(await key_caller(request), record_id(request, "key_id"))
     return no_content()
 
 
@@ -76,7 +85,7 @@ async def create_session(request: Request) -> Response:
 
 
 async def get_session(request: Request) -> Response:
-    session = await platform(request).get_session(await key_caller(request), path(request, "session_id"))
+    session = await platform(request).get_session(await key_caller(request), record_id(request, "session_id"))
     return json_response(session.public())
 
 
@@ -90,7 +99,7 @@ async def list_sessions(request: Request) -> Response:
 
 
 async def delete_session(request: Request) -> Response:
-    await platform(request).delete_session(await key_caller(request), path(request, "session_id"))
+    await platform(request).delete_session(await key_caller(request), record_id(request, "session_id"))
     return no_content()
 
 
@@ -105,7 +114,7 @@ async def start_run(request: Request) -> Response:
 async def get_run(request: Request) -> Response:
     caller = await key_caller(request)
     wait = query_seconds(request, "wait", MAX_RUN_WAIT_S)
-    run = await platform(request).get_run(caller, path(request, "run_id"), wait)
+    run = await platform(request).get_run(caller, record_id(request, "run_id"), wait)
     return json_response(run.public())
 
 
@@ -124,14 +133,14 @@ async def list_runs(request: Request) -> Response:
 
 async def decide_run(request: Request) -> Response:
     caller = await key_caller(request)
-    run = await platform(request).decide(caller, path(request, "run_id"), await json_object(request))
+    run = await platform(request).decide(caller, record_id(request, "run_id"), await json_object(request))
     return json_response(run.public())
 
 
 async def cancel_run(request: Request) -> Response:
     caller = await key_caller(request)
     await json_object(request, optional=True)
-    return json_response((await platform(request).cancel(caller, path(request, "run_id"))).public())
+    return json_response((await platform(request).cancel(caller, record_id(request, "run_id"))).public())
 
 
 # invocations
@@ -151,14 +160,15 @@ async def claim(request: Request) -> Response:
 
 async def heartbeat(request: Request) -> Response:
     await json_object(request, optional=True)
-    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), path(request, "inv_id"))
+    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), record_id(request, "inv_id"))
     return json_response(answer)
 
 
 def finisher(kind: str):  # type: ignore[no-untyped-def]
     async def finish(request: Request) -> Response:
         body = await json_object(request, optional=kind != "fail")
-        run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), path(request, "inv_id"), kind, body)
+        inv_id = record_id(request, "inv_id")
+        run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), inv_id, kind, body)
         return json_response({"ok": True, "run_id": run.id, "status": run.status})
 
     return finish
