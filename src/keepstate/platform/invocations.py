@@ -56,6 +56,7 @@ class Invocations:
         return Claimed(claimed.invocation, claimed.run, token, self.platform.lease_seconds)
 
     async def heartbeat(self, token: str | None, invocation_id: str) -> dict[str, Any]:
+        _check_invocation_id(invocation_id)
         now = now_ms()
         cancel = await self.repo.heartbeat(invocation_id, _token_hash(token), now, self._lease_until())
         if cancel is None:
@@ -63,6 +64,7 @@ class Invocations:
         return {"lease_seconds": self.platform.lease_seconds, "cancel_requested": cancel}
 
     async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> Run:
+        _check_invocation_id(invocation_id)
         data = outcome_data(kind, body)
         run = await self.repo.finish(invocation_id, _token_hash(token), Outcome(kind, data), now_ms())
         if run is None:
@@ -104,3 +106,9 @@ def check_agents(agents: object) -> list[str]:
     if not all(values.is_key(agent) for agent in agents):
         raise InvalidRequest("each agent name must be 1-200 of A-Z a-z 0-9 . _ : -")
     return sorted(set(agents))
+
+
+def _check_invocation_id(invocation_id: str) -> None:
+    """An id no invocation can have: no token is valid for it (401, as for any other wrong id)."""
+    if not values.is_key(invocation_id):
+        raise Unauthorized("run token is not valid for this invocation (no such invocation)")

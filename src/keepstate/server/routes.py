@@ -160,14 +160,14 @@ async def claim(request: Request) -> Response:
 
 async def heartbeat(request: Request) -> Response:
     await json_object(request, optional=True)
-    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), record_id(request, "inv_id"))
+    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), path(request, "inv_id"))
     return json_response(answer)
 
 
 def finisher(kind: str):  # type: ignore[no-untyped-def]
     async def finish(request: Request) -> Response:
         body = await json_object(request, optional=kind != "fail")
-        inv_id = record_id(request, "inv_id")
+        inv_id = path(request, "inv_id")
         run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), inv_id, kind, body)
         return json_response({"ok": True, "run_id": run.id, "status": run.status})
 
