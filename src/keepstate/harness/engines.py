@@ -41,6 +41,9 @@ class Tx(Protocol):
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a write and return how many rows it changed."""
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one write once per parameter row (one prepared statement, one driver call)."""
+
 
 class Engine(Protocol):
     dialect: Dialect
@@ -93,6 +96,10 @@ class SqliteTx:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn.execute(sql, params).rowcount
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._conn.executemany(sql, rows)
 
 
 class _SqliteFamily:

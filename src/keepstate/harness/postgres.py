@@ -35,6 +35,10 @@ class PostgresTx:
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn.execute(sql, params).rowcount  # type: ignore[arg-type]
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._conn.cursor().executemany(sql, rows)  # type: ignore[arg-type]
+
 
 class PostgresEngine:
     dialect: Dialect = "postgres"

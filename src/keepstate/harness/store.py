@@ -274,26 +274,34 @@ class HarnessStore:
         return int(rows[0][0])
 
     def _write_entries(self, tx: Tx, session: str, log: str, pending: Iterable[_Pending]) -> int:
-        """SQLite: write entries one by one under the write lock; the position of the last one written."""
+        """SQLite: write entries under the write lock, new rows in one ``executemany``; the position
+        of the last one written. Rows queued so far are flushed before an id is looked up, so an id
+        given twice in one call finds its first entry."""
         key = (session, log)
         end = start = int(tx.rows(self._sql.lock_log, key)[0][0])
         last, now = end, now_ms()
+        queued: list[Row] = []
         for entry_id, data, created_at in pending:
-            found = tx.rows(self._sql.entry_seq, (*key, entry_id)) if entry_id is not None else []
+            found: list[Row] = []
+            if entry_id is not None:
+                tx.many(self._sql.insert_chunk, queued)
+                queued = []
+                found = tx.rows(self._sql.entry_seq, (*key, entry_id))
             if found:  # replace in place: same position, same creation time
                 last, created_at = int(found[0][0]), int(found[0][1])
                 tx.run(self._sql.delete_entry, (*key, last))
             else:
                 end += 1
                 last = end
-            self._put_chunks(tx, key, last, entry_id, data, now if created_at is None else created_at)
+            queued += self._chunk_rows(key, last, entry_id, data, now if created_at is None else created_at)
+        tx.many(self._sql.insert_chunk, queued)
         if end != start:
             tx.run(self._sql.set_end, (end, *key))
         return last
 
-    def _put_chunks(self, tx: Tx, key: tuple[str, str], seq: int, entry_id: str | None, data: bytes, at: int) -> None:
-        for part, chunk in enumerate(split_chunks(data, self.chunk_size)):
-            tx.run(self._sql.insert_chunk, (seq, part, entry_id if part == 0 else None, chunk, at, *key))
+    def _chunk_rows(self, key: tuple[str, str], seq: int, entry_id: str | None, data: bytes, at: int) -> list[Row]:
+        return [(seq, part, entry_id if part == 0 else None, chunk, at, *key)
+                for part, chunk in enumerate(split_chunks(data, self.chunk_size))]
 
     @staticmethod
     def _check_log(session: str, log: str) -> tuple[str, str]:
