@@ -310,10 +310,13 @@ async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
     assert await repo.heartbeat(inv_id, "t-wrong", now_ms(), now_ms() + 60_000) is None
     ctx = await repo.token_context("t-live")
     assert ctx is not None and ctx.lease_until > now_ms() + 50_000
+    assert await repo.token_lease("t-live") == ctx.lease_until
+    assert await repo.token_lease("t-unknown") is None
     assert await repo.finish(inv_id, "t-wrong", Outcome("complete", b"1"), now_ms()) is None
     done = await repo.finish(inv_id, "t-live", Outcome("complete", b'{"out":1}'), now_ms())
     assert done is not None and (done.status, done.output, done.error) == ("done", b'{"out":1}', NULL)
     assert await repo.token_context("t-live") is None
+    assert await repo.token_lease("t-live") is None
     assert await repo.heartbeat(inv_id, "t-live", now_ms(), now_ms() + 1000) is None
     assert await repo.finish(inv_id, "t-live", Outcome("fail", b"1"), now_ms()) is None
 
@@ -349,6 +352,7 @@ async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: P
         final = await repo.get_run(ENV, run.id)
         assert final is not None and final.status == "interrupted"
         assert await repo.token_context(token) is None
+        assert await repo.token_lease(token) is None
     still = await repo.get_run(ENV, live.id)
     assert still is not None and still.status == "running"
     assert await repo.token_context("t-keep") is not None

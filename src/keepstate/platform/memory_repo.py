@@ -178,6 +178,10 @@ class MemoryRepo(PlatformRepo):
         run = self._runs[inv.run_id]
         return RunContext(inv.id, run.id, run.env, run.agent, run.session_id, run.user, run.owner, inv.lease_until)
 
+    async def token_lease(self, token_hash: str) -> int | None:
+        inv = self._invocations.get(self._by_token.get(token_hash, ""))
+        return None if inv is None or inv.status != "running" else inv.lease_until
+
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         inv = self._live(invocation_id, token_hash, now)
         if inv is None:

@@ -193,6 +193,10 @@ class PostgresRepo(PlatformRepo):
         row = await self._one(pg(sql.TOKEN_CONTEXT), (token_hash,))
         return None if row is None else RunContext(*row)
 
+    async def token_lease(self, token_hash: str) -> int | None:
+        row = await self._one(pg(sql.TOKEN_LEASE), (token_hash,))
+        return None if row is None else int(row[0])
+
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
         async with self._conn() as conn:

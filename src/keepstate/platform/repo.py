@@ -113,6 +113,13 @@ class PlatformRepo(ABC):
         """The running invocation holding this token (the caller checks its lease), else None."""
 
     @abstractmethod
+    async def token_lease(self, token_hash: str) -> int | None:
+        """The lease end of the running invocation holding this token, else None.
+
+        The cheap per-request validity check once the token's context is known (a context never
+        changes for a token; whether it is still running does, from any server process)."""
+
+    @abstractmethod
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """Extend a live lease; return the run's cancel_requested, or None when the token is dead."""
 

@@ -9,7 +9,7 @@ turns requests into the repository's atomic operations. Invocations and the Stat
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NoReturn
 
 from .. import values
 from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
@@ -23,6 +23,8 @@ from .repo import PlatformRepo, RunFilter
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 MAX_RUN_WAIT_S = 60.0
 RUN_POLL_S = 0.25
+RUN_CALLER_LIMIT = 10_000
+"""How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
 
 
 class Platform:
@@ -33,6 +35,7 @@ class Platform:
         self.state = state
         self.lease_seconds = lease_seconds
         self.changed = Notifier()
+        self._run_callers: dict[str, Caller] = {}  # token hash -> its caller; see authenticate_run
 
     async def aclose(self) -> None:
         try:
@@ -55,17 +58,44 @@ class Platform:
         return Caller(key.env, key.role, key.id)
 
     async def authenticate_run(self, token: str | None) -> Caller:
-        """The caller behind a run token, valid only while its invocation runs and its lease lasts."""
+        """The caller behind a run token, valid only while its invocation runs and its lease lasts.
+
+        What a token stands for (invocation, run, env, agent, session, user, owner) never changes,
+        so it is read once and kept in ``_run_callers``; whether the token is still valid is read
+        from the store on every call (``token_lease``, one single-table read), because another
+        server process sharing the store may end the invocation at any moment. The kept caller's
+        ``run.lease_until`` is as first read: the lease is only ever judged from the fresh read.
+        """
         if not token:
             raise Unauthorized("missing run token: send x-agentos-run-token")
-        ctx = await self.repo.token_context(auth.hash_secret(token))
-        if ctx is None:
+        token_hash = auth.hash_secret(token)
+        caller = self._run_callers.get(token_hash)
+        if caller is not None:
+            lease_until = await self.repo.token_lease(token_hash)
+            if lease_until is None or lease_until < now_ms():
+                await self._reject_run_token(token_hash, lease_until)
+            return caller
+        ctx = await self.repo.token_context(token_hash)
+        if ctx is None or ctx.lease_until < now_ms():
+            await self._reject_run_token(token_hash, None if ctx is None else ctx.lease_until)
+        assert ctx is not None
+        return self._remember_run_caller(token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
+
+    async def _reject_run_token(self, token_hash: str, lease_until: int | None) -> NoReturn:
+        """Forget a dead token and raise 401; a lease that ran out also sweeps (its run is interrupted now)."""
+        self._run_callers.pop(token_hash, None)
+        if lease_until is None:
             raise Unauthorized("run token is not valid: its invocation is not running")
-        if ctx.lease_until < now_ms():
-            await self.repo.expire(now_ms())
-            self.changed.notify()
-            raise Unauthorized("run token is not valid: its invocation's lease ran out")
-        return Caller(ctx.env, "run", ctx.owner, ctx)
+        await self.repo.expire(now_ms())
+        self.changed.notify()
+        raise Unauthorized("run token is not valid: its invocation's lease ran out")
+
+    def _remember_run_caller(self, token_hash: str, caller: Caller) -> Caller:
+        """Keep a token's caller; past the bound, start over (a cache miss costs one join, nothing more)."""
+        if len(self._run_callers) >= RUN_CALLER_LIMIT:
+            self._run_callers.clear()
+        self._run_callers[token_hash] = caller
+        return caller
 
     # keys
     async def create_key(self, env: str, role: str, name: str | None = None) -> tuple[KeyRecord, str]:

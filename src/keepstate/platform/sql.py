@@ -134,6 +134,7 @@ TOKEN_CONTEXT = (
     "SELECT i.id, i.run_id, i.env, i.agent, r.session_id, r.end_user, r.owner, i.lease_until "
     "FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id WHERE i.token_hash = ? AND i.status = 'running'"
 )
+TOKEN_LEASE = "SELECT lease_until FROM ks_invocations WHERE token_hash = ? AND status = 'running'"
 _LIVE = "id = ? AND token_hash = ? AND status = 'running' AND lease_until >= ?"
 HEARTBEAT = f"UPDATE ks_invocations SET lease_until = ? WHERE {_LIVE} RETURNING run_id"
 RUN_CANCEL_REQUESTED = "SELECT cancel_requested FROM ks_runs WHERE id = ?"

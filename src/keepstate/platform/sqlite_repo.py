@@ -36,7 +36,7 @@ class SqliteRepo(PlatformRepo):
 
     async def _one(self, query: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
         """One single-statement read, atomic on its own: no BEGIN/COMMIT round (the hot path)."""
-        row: tuple[object, ...] | None = self.db.autocommit(lambda c: c.execute(query, params).fetchone())
+        row: tuple[object, ...] | None = self.db.fetchone(query, params)
         return row
 
     # keys
@@ -166,6 +166,10 @@ class SqliteRepo(PlatformRepo):
     async def token_context(self, token_hash: str) -> RunContext | None:
         row = await self._one(sql.TOKEN_CONTEXT, (token_hash,))
         return None if row is None else RunContext(*row)  # type: ignore[arg-type]
+
+    async def token_lease(self, token_hash: str) -> int | None:
+        row = self.db.fetchone(sql.TOKEN_LEASE, (token_hash,))
+        return None if row is None else int(row[0])
 
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         def write(conn: sqlite3.Connection) -> bool | None:

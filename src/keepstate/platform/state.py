@@ -7,6 +7,7 @@ embedded or behind this server. Validation (keys, values, sizes) is ``keepstate.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from .. import values
@@ -16,19 +17,34 @@ from ..stores.base import SCOPE_KINDS, Backend, Entry
 from .models import RunContext
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+NAMESPACE_CACHE = 4096
 
 
 def namespace(ctx: RunContext, kind: str) -> str:
     """The namespace of ``kind`` for the token's run: NoSession / NoUser when it has none."""
-    if kind not in SCOPE_KINDS:
+    scope_id: str | None
+    if kind == "run":
+        scope_id = ctx.run_id
+    elif kind == "session":
+        scope_id = ctx.session_id
+        if scope_id is None:
+            raise NoSession("this run has no session: the session scope needs one")
+    elif kind == "user":
+        scope_id = ctx.user
+        if scope_id is None:
+            raise NoUser("this run has no end user: the user scope needs one")
+    elif kind == "agent":
+        scope_id = None
+    else:
         raise InvalidRequest(f"unknown scope {kind!r}: use one of {', '.join(SCOPE_KINDS)}")
-    ids: dict[str, str | None] = {"run": ctx.run_id, "session": ctx.session_id, "user": ctx.user, "agent": None}
-    scope_id = ids[kind]
-    if kind == "session" and scope_id is None:
-        raise NoSession("this run has no session: the session scope needs one")
-    if kind == "user" and scope_id is None:
-        raise NoUser("this run has no end user: the user scope needs one")
-    return scope_namespace(kind, ctx.agent, scope_id, ctx.env)
+    return _scope_namespace(kind, ctx.agent, scope_id, ctx.env)
+
+
+@lru_cache(maxsize=NAMESPACE_CACHE)
+def _scope_namespace(kind: str, agent: str, scope_id: str | None, env: str) -> str:
+    """``scope_namespace`` remembered: a pure function of four strings, asked on every state call
+    with the same few arguments (its checks are a few regular expressions; the lookup is one hash)."""
+    return scope_namespace(kind, agent, scope_id, env)
 
 
 class StateApi:

@@ -8,11 +8,13 @@ parsed by ``keepstate.values.parse``, which refuses what the State API refuses w
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from .. import values
 from ..errors import InvalidRequest, TooLarge
@@ -24,33 +26,45 @@ def json_response(content: Any, status: int = 200, headers: dict[str, str] | Non
     return Response(orjson.dumps(content), status, headers, media_type=JSON)
 
 
-def raw_json(data: bytes, status: int = 200) -> Response:
-    return Response(data, status, media_type=JSON)
-
-
 def no_content() -> Response:
     return Response(status_code=204)
 
 
 async def read_body(request: Request) -> bytes:
     """The raw body, refused with 413 once it passes the limit."""
+    return await receive_body(request.receive, request.headers.get("content-length"))
+
+
+async def receive_body(receive: Receive, declared: str | None) -> bytes:
+    """The body from ASGI ``receive`` messages (``declared``: the Content-Length header), refused with
+    413 once it passes the limit. Raw ASGI routes (``state_routes.py``) and Request routes both read here."""
     limit = values.MAX_BODY_BYTES
-    declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"request body is {declared} bytes, over the limit of {limit}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        if message["type"] != "http.request":
+            continue
+        chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise TooLarge(f"request body passes the limit of {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 async def json_object(request: Request, optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object; an empty body is ``{}`` when the body is ``optional``."""
-    body = await read_body(request)
+    return parse_object(await read_body(request), optional)
+
+
+def parse_object(body: bytes, optional: bool = False) -> dict[str, Any]:
+    """A body as a JSON object; an empty body is ``{}`` when the body is ``optional``."""
     if not body.strip() and optional:
         return {}
     parsed = values.parse(body, values.MAX_DEPTH + 1)  # the value sits one level down
@@ -59,7 +73,14 @@ async def json_object(request: Request, optional: bool = False) -> dict[str, Any
     return parsed
 
 
-def query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+class HasQuery(Protocol):
+    """A request's query string, parsed: a Starlette ``Request`` or a raw state route's ``StateCall``."""
+
+    @property
+    def query_params(self) -> Mapping[str, str]: ...
+
+
+def query_int(request: HasQuery, name: str, default: int, low: int, high: int) -> int:
     """An integer query parameter; values above ``high`` are clamped, malformed ones are 400."""
     text = request.query_params.get(name)
     if text is None or text == "":
@@ -69,7 +90,7 @@ def query_int(request: Request, name: str, default: int, low: int, high: int) ->
     return min(int(text), high)
 
 
-def query_seconds(request: Request, name: str, high: float) -> float:
+def query_seconds(request: HasQuery, name: str, high: float) -> float:
     """A duration in seconds (``wait``): a finite non-negative number, clamped to ``high``."""
     text = request.query_params.get(name)
     if text is None or text == "":
@@ -92,7 +113,7 @@ def body_seconds(body: dict[str, Any], name: str, high: float) -> float:
     return min(float(value), high)
 
 
-def query_name(request: Request, name: str) -> str | None:
+def query_name(request: HasQuery, name: str) -> str | None:
     """A query filter in the key charset (ids, user names); malformed ones are 400."""
     text = request.query_params.get(name)
     if text is None or text == "":

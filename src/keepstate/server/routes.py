@@ -1,5 +1,7 @@
 """Every route of the HTTP API: parse, call the platform, serialise. No rules live here.
 
+The State API's routes are raw ASGI endpoints, in ``state_routes.py``; these are functions of a Request.
+
 Errors are raised as ``KeepstateError`` and written by the one handler in ``app.py``.
 """
 
@@ -14,8 +16,6 @@ from ..errors import InvalidRequest, NotFound
 from ..platform.invocations import MAX_CLAIM_WAIT_S, Invocations, check_agents
 from ..platform.models import RUN_STATUSES, Caller
 from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, MAX_RUN_WAIT_S, Platform
-from ..platform.state import StateApi
-from ..scope import check_if_version
 from .http import (
     body_seconds,
     json_object,
@@ -24,10 +24,8 @@ from .http import (
     query_int,
     query_name,
     query_seconds,
-    raw_json,
 )
-
-TOKEN_HEADER = "x-agentos-run-token"
+from .state_routes import STATE_ROUTES, TOKEN_HEADER
 
 
 def platform(request: Request) -> Platform:
@@ -174,67 +172,8 @@ def finisher(kind: str):  # type: ignore[no-untyped-def]
     return finish
 
 
-# state
-def state(request: Request) -> StateApi:
-    found: StateApi = request.app.state.state_api
-    return found
-
-
-async def state_get(request: Request) -> Response:
-    caller = await run_caller(request)
-    assert caller.run is not None
-    entry = await state(request).get(caller.run, path(request, "scope"), path(request, "key"))
-    return raw_json(b'{"value":' + entry.data + b',"version":' + str(entry.version).encode() + b"}")
-
-
-async def state_put(request: Request) -> Response:
-    caller = await run_caller(request)
-    assert caller.run is not None
-    body = await json_object(request)
-    version = await state(request).put(caller.run, path(request, "scope"), path(request, "key"), body)
-    return raw_json(b'{"version":' + str(version).encode() + b"}")
-
-
-async def state_delete(request: Request) -> Response:
-    caller = await run_caller(request)
-    assert caller.run is not None
-    if_version = request.query_params.get("if_version")
-    version = None if if_version in (None, "") else check_if_version(_int_or_none(if_version))
-    await state(request).delete(caller.run, path(request, "scope"), path(request, "key"), version)
-    return no_content()
-
-
-def _int_or_none(text: str | None) -> int:
-    if text is None or not text.isdigit() or len(text) > 18:
-        raise InvalidRequest("if_version must be a non-negative integer")
-    return int(text)
-
-
-async def state_append(request: Request) -> Response:
-    caller = await run_caller(request)
-    assert caller.run is not None
-    body = await json_object(request)
-    version, length = await state(request).append(caller.run, path(request, "scope"), path(request, "key"), body)
-    return json_response({"version": version, "length": length})
-
-
-async def state_keys(request: Request) -> Response:
-    caller = await run_caller(request)
-    assert caller.run is not None
-    params = request.query_params
-    limit = query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    found, next_key = await state(request).keys(
-        caller.run, path(request, "scope"), params.get("prefix", ""), params.get("after", ""), limit
-    )
-    return json_response({"keys": [{"key": k, "version": v} for k, v in found], "next": next_key})
-
-
 ROUTES = [
-    Route("/v0/state/{scope}/{key}", state_get, methods=["GET"]),
-    Route("/v0/state/{scope}/{key}", state_put, methods=["PUT"]),
-    Route("/v0/state/{scope}/{key}", state_delete, methods=["DELETE"]),
-    Route("/v0/state/{scope}/{key}/append", state_append, methods=["POST"]),
-    Route("/v0/state/{scope}", state_keys, methods=["GET"]),
+    *STATE_ROUTES,  # raw ASGI endpoints, first: the router tries routes in order
     Route("/v0/keys", create_key, methods=["POST"]),
     Route("/v0/keys", list_keys, methods=["GET"]),
     Route("/v0/keys/{key_id}", revoke_key, methods=["DELETE"]),

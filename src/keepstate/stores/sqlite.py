@@ -166,29 +166,26 @@ def _chunks(items: Sequence[bytes], room: int) -> Iterator[list[bytes]]:
     yield chunk
 
 
-def _get(conn: sqlite3.Connection, ns: str, key: str, whole: bool = True) -> Entry | bool | None:
-    """The entry; with ``whole=False`` a list answers True (read it again in one snapshot)."""
+def _get(conn: sqlite3.Connection, ns: str, key: str) -> Entry | None:
     row = conn.execute(_HEADER, (ns, key)).fetchone()
     if row is None or row[1] == "d":
         return None
     if row[1] == "v":
         return Entry(bytes(row[2]), int(row[0]))
-    if not whole:
-        return True
     segments = [text.encode() for (text,) in conn.execute(_SEGMENTS, (ns, key))]
     return Entry(join_items(segments), int(row[0]))
 
 
-def _get_entry(conn: sqlite3.Connection, ns: str, key: str) -> Entry | None:
-    entry = _get(conn, ns, key)
-    assert not isinstance(entry, bool)
-    return entry
-
-
 def _read_entry(db: SqliteDatabase, ns: str, key: str) -> Entry | None:
-    """A plain value in one autocommit statement; a list's header and segments in one snapshot."""
-    found = db.autocommit(partial(_get, ns=ns, key=key, whole=False))
-    return db.read(partial(_get_entry, ns=ns, key=key)) if found is True else found  # type: ignore[return-value]
+    """A plain value in one autocommit statement; a list's header and segments in one snapshot.
+
+    The plain value is the common case and the server's hot read, hence no read transaction for it."""
+    row = db.fetchone(_HEADER, (ns, key))
+    if row is None or row[1] == "d":
+        return None
+    if row[1] == "v":
+        return Entry(bytes(row[2]), int(row[0]))
+    return db.read(partial(_get, ns=ns, key=key))
 
 
 def _keys(conn: sqlite3.Connection, ns: str, prefix: str, after: str, limit: int) -> list[tuple[str, int]]:
@@ -209,7 +206,7 @@ def _records(conn: sqlite3.Connection) -> list[StateRecord]:
     heads = conn.execute("SELECT ns, key, version, kind FROM keepstate_kv ORDER BY ns, key").fetchall()
     records = []
     for ns, key, version, kind in heads:
-        entry = None if kind == "d" else _get_entry(conn, ns, key)
+        entry = None if kind == "d" else _get(conn, ns, key)
         records.append(StateRecord(ns, key, int(version), entry.data if entry else None))
     return records
 
