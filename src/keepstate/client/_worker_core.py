@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import values
 from ..errors import InvalidValue, KeepstateError
@@ -66,6 +66,32 @@ class WorkerSettings:
 
     def config(self) -> Config:
         return Config.build(self.base_url, self.key, self.timeout)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AgentRegistration:
+    """What both workers share: registering agents and overriding settings before ``run``."""
+
+    settings: WorkerSettings
+    _registry: Registry
+
+    def agent(self, name: str) -> Callable[[F], F]:
+        """Register the decorated function as agent ``name``; it gets an ``Invocation``
+        (an ``AsyncInvocation`` on an ``AsyncWorker``)."""
+        def register(fn: F) -> F:
+            self._registry.add(name, fn)
+            return fn
+        return register
+
+    @property
+    def agents(self) -> dict[str, Callable[..., Any]]:
+        return dict(self._registry.functions)
+
+    def configure(self, base_url: str | None = None, key: str | None = None, concurrency: int | None = None) -> None:
+        """Override the URL, key or concurrency before ``run`` (the CLI's flags use this)."""
+        self.settings.configure(base_url, key, concurrency)
 
 
 def outcome_call(claim: Claim, result: Any = None, error: BaseException | None = None) -> Call[Any]:

@@ -13,18 +13,25 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from ..errors import KeepstateError, Unauthorized
 from . import _core, calls
 from ._async import AsyncSender
-from ._worker_core import DEFAULT_CLAIM_WAIT, Registry, WorkerSettings, describe, is_fatal, log, outcome_call
+from ._worker_core import (
+    DEFAULT_CLAIM_WAIT,
+    AgentRegistration,
+    Registry,
+    WorkerSettings,
+    describe,
+    is_fatal,
+    log,
+    outcome_call,
+)
 from .invocation import AsyncInvocation, HoldRequested, async_http_state
 from .records import Claim, Run
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class AsyncBudget:
@@ -66,7 +73,7 @@ async def heartbeat(send: Callable[[Any], Awaitable[Any]], inv: AsyncInvocation,
         interval = beat.lease_seconds / 3
 
 
-class AsyncWorker:
+class AsyncWorker(AgentRegistration):
     """Runs ``async def`` agent functions registered with ``@worker.agent(name)`` against a server."""
 
     def __init__(
@@ -81,21 +88,6 @@ class AsyncWorker:
         self._stopping = threading.Event()
         self._fatal: KeepstateError | None = None
         self._sender: AsyncSender | None = None
-
-    def agent(self, name: str) -> Callable[[F], F]:
-        """Register the decorated ``async def`` as agent ``name``; it gets an ``AsyncInvocation``."""
-        def register(fn: F) -> F:
-            self._registry.add(name, fn)
-            return fn
-        return register
-
-    @property
-    def agents(self) -> dict[str, Callable[..., Any]]:
-        return dict(self._registry.functions)
-
-    def configure(self, base_url: str | None = None, key: str | None = None, concurrency: int | None = None) -> None:
-        """Override the URL, key or concurrency before ``run`` (the CLI's flags use this)."""
-        self.settings.configure(base_url, key, concurrency)
 
     async def run(self, stop_after: int | None = None) -> int:
         """Claim and run invocations until stopped (or ``stop_after`` were handled); return how many."""

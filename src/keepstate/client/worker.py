@@ -15,18 +15,25 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from ..errors import KeepstateError, Unauthorized
 from . import _core, calls
 from ._sync import SyncSender
-from ._worker_core import DEFAULT_CLAIM_WAIT, Registry, WorkerSettings, describe, is_fatal, log, outcome_call
+from ._worker_core import (
+    DEFAULT_CLAIM_WAIT,
+    AgentRegistration,
+    Registry,
+    WorkerSettings,
+    describe,
+    is_fatal,
+    log,
+    outcome_call,
+)
 from .invocation import HoldRequested, Invocation, http_state
 from .records import Claim, Run
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Budget:
@@ -78,7 +85,7 @@ class HeartbeatThread(threading.Thread):
         self.join()
 
 
-class Worker:
+class Worker(AgentRegistration):
     """Runs sync agent functions registered with ``@worker.agent(name)`` against a server.
 
     ``base_url``/``key`` default to ``KEEPSTATE_URL``/``KEEPSTATE_KEY`` (a worker key).
@@ -97,21 +104,6 @@ class Worker:
         self._fatal: KeepstateError | None = None
         self._sender: SyncSender | None = None
         self._sender_lock = threading.Lock()
-
-    def agent(self, name: str) -> Callable[[F], F]:
-        """Register the decorated function as agent ``name``; it gets an ``Invocation``."""
-        def register(fn: F) -> F:
-            self._registry.add(name, fn)
-            return fn
-        return register
-
-    @property
-    def agents(self) -> dict[str, Callable[..., Any]]:
-        return dict(self._registry.functions)
-
-    def configure(self, base_url: str | None = None, key: str | None = None, concurrency: int | None = None) -> None:
-        """Override the URL, key or concurrency before ``run`` (the CLI's flags use this)."""
-        self.settings.configure(base_url, key, concurrency)
 
     def run(self, stop_after: int | None = None) -> int:
         """Claim and run invocations until stopped (or ``stop_after`` were handled); return how many."""
