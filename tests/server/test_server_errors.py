@@ -149,8 +149,21 @@ def test_too_large_body_refused_before_it_is_read_whole(api: Api, live: dict[str
         head = (f"PUT /v0/state/agent/k HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 f"x-agentos-run-token: {live['x-agentos-run-token']}\r\nContent-Length: {2**30}\r\n\r\n")
         sock.sendall(head.encode() + b'{"value": "')
-        answer = sock.recv(65536).decode()
+        answer = _read_answer(sock)
     assert answer.startswith("HTTP/1.1 413") and "too_large" in answer
+
+
+def _read_answer(sock: socket.socket) -> str:
+    """The whole answer: headers, then as many body bytes as Content-Length says (maybe in several packets)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(int(line.split(b":")[1]) for line in lines if line.lower().startswith(b"content-length"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return (head + b"\r\n\r\n" + body).decode()
 
 
 def test_method_not_allowed_is_json(api: Api) -> None:
