@@ -153,6 +153,30 @@ def test_appends_from_several_processes_get_distinct_positions_and_unique_ids(ba
         assert [entry.data["i"] for entry in plain if entry.data["w"] == me] == list(range(n))
 
 
+def _append_or_clear(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
+    for i in range(n):
+        if me == 0:
+            store.clear(S, "cleared")
+        else:
+            store.append(S, "cleared", [LogAppend({"w": me, "i": i})])
+
+
+def test_a_clear_racing_appends_leaves_positions_from_1_without_gaps(backend_url: str) -> None:
+    """A clear is all or nothing against appends: what survives the last one is numbered from 1."""
+    n = 150
+    with open_harness_store(backend_url):
+        pass
+    run_workers(backend_url, _append_or_clear, n)
+    with open_harness_store(backend_url) as store:
+        entries = store.read(S, "cleared")
+        assert store.end(S, "cleared") == len(entries)
+    assert [entry.seq for entry in entries] == list(range(1, len(entries) + 1))
+    for me in range(1, WORKERS):
+        mine = [entry.data["i"] for entry in entries if entry.data["w"] == me]
+        assert mine == sorted(mine)
+        assert mine == list(range(n - len(mine), n))  # a suffix: a clear never leaves an older one behind
+
+
 def _open_fresh(store: HarnessStore, me: int, barrier: Barrier, arg: None) -> int:
     return store.enqueue(session=S, id=f"op-{me}", input=None).record.seq
 
