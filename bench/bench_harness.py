@@ -27,7 +27,7 @@ from keepstate.harness import Done, HarnessStore, LogAppend, open_harness_store
 from keepstate.harness.schema import steps
 
 SECONDS = 0.8
-ROUNDS = 2
+ROUNDS = 3
 PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 ENTRY = {"role": "assistant", "content": "a short reply of a few dozen bytes, like most log entries"}
 DATA = orjson.dumps(ENTRY)
