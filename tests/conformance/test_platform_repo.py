@@ -88,6 +88,16 @@ async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
     assert not await repo.has_keys()
 
 
+async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformRepo) -> None:
+    keys = [KeyRecord(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
+    won = await asyncio.gather(*(repo.add_first_key(key, f"first-{n}") for n, key in enumerate(keys)))
+    assert sorted(won) == [False] * 7 + [True]
+    winner = won.index(True)
+    assert [k.id for k in await repo.list_keys("default")] == [keys[winner].id]
+    assert not await repo.add_first_key(KeyRecord(uid("key"), "default", "admin", None, now_ms()), "late")
+    assert await repo.key_by_hash("late") is None
+
+
 async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformRepo) -> None:
     key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "boot")

@@ -55,6 +55,12 @@ class MemoryRepo(PlatformRepo):
     async def has_keys(self) -> bool:
         return any(not key.revoked for key, _ in self._keys.values())
 
+    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+        if await self.has_keys():
+            return False
+        await self.add_key(key, secret_hash)
+        return True
+
     # sessions
     async def create_session(self, session: Session) -> tuple[Session, bool]:
         existing = self._sessions.get((session.env, session.id))

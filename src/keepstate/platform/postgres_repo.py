@@ -21,6 +21,8 @@ from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Sessi
 from .pg_sql import pg
 from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
 
+FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
+
 try:
     import psycopg
     import psycopg_pool
@@ -99,6 +101,17 @@ class PostgresRepo(PlatformRepo):
 
     async def has_keys(self) -> bool:
         return await self._one(pg(sql.ANY_KEY)) is not None
+
+    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+        """Under READ COMMITTED two inserts would both see no key: take a transaction-scoped
+        advisory lock first, so the insert's own snapshot (taken after the wait) sees the winner's."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FIRST_KEY_LOCK,))
+            params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
+            if (await conn.execute(pg(sql.INSERT_FIRST_KEY), params)).rowcount == 0:
+                return False
+            await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
+            return True
 
     # sessions
     async def create_session(self, session: Session) -> tuple[Session, bool]:

@@ -60,6 +60,11 @@ class PlatformRepo(ABC):
     @abstractmethod
     async def has_keys(self) -> bool: ...
 
+    @abstractmethod
+    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+        """Store ``key`` only while the store has no unrevoked key, decided atomically (several
+        servers may start on an empty store at once); True when it was stored."""
+
     # sessions
     @abstractmethod
     async def create_session(self, session: Session) -> tuple[Session, bool]:

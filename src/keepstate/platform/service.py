@@ -108,6 +108,12 @@ class Platform:
         await self.repo.add_key(key, auth.hash_secret(secret))
         return key, secret
 
+    async def create_first_admin_key(self) -> str | None:
+        """An admin key of ``default`` if the store has no key yet (atomic); its secret, else None."""
+        secret = auth.new_key_secret()
+        key = KeyRecord(auth.new_id("key"), "default", "admin", "bootstrap", now_ms())
+        return secret if await self.repo.add_first_key(key, auth.hash_secret(secret)) else None
+
     async def issue_key(self, caller: Caller, role: object, name: str | None) -> tuple[KeyRecord, str]:
         """An admin creates a key of its own environment."""
         require(caller, "admin")

@@ -57,6 +57,10 @@ KEY_BY_HASH = f"SELECT {KEY_COLUMNS} FROM ks_keys WHERE secret_hash = ?"
 LIST_KEYS = f"SELECT {KEY_COLUMNS} FROM ks_keys WHERE env = ? AND revoked = 0 ORDER BY created_at, id"
 REVOKE_KEY = "UPDATE ks_keys SET revoked = 1 WHERE env = ? AND id = ? AND revoked = 0"
 ANY_KEY = "SELECT 1 FROM ks_keys WHERE revoked = 0 LIMIT 1"
+INSERT_FIRST_KEY = (
+    "INSERT INTO ks_keys (id, env, role, name, created_at, secret_hash) SELECT ?, ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM ks_keys WHERE revoked = 0)"
+)
 
 INSERT_SESSION = (
     "INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?) "

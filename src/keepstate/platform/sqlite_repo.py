@@ -68,6 +68,17 @@ class SqliteRepo(PlatformRepo):
     async def has_keys(self) -> bool:
         return await self._read(lambda c: c.execute(sql.ANY_KEY).fetchone() is not None)
 
+    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+        """One ``BEGIN IMMEDIATE`` transaction: writers are serialised, so the check holds."""
+        def write(conn: sqlite3.Connection) -> bool:
+            params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
+            if conn.execute(sql.INSERT_FIRST_KEY, params).rowcount == 0:
+                return False
+            conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
+            return True
+
+        return await self.db.awrite(write)
+
     # sessions
     async def create_session(self, session: Session) -> tuple[Session, bool]:
         s = session

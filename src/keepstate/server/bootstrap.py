@@ -15,9 +15,9 @@ async def bootstrap(platform: Platform, admin_key: str | None) -> str | None:
     if admin_key:
         await platform.ensure_admin_key(admin_key)
         return None
-    if await platform.repo.has_keys():
+    secret = await platform.create_first_admin_key()
+    if secret is None:
         return None
-    _, secret = await platform.create_key("default", "admin", "bootstrap")
     print(f"keepstate: created the first admin key of environment 'default' (shown once):\n  {secret}",
           file=sys.stderr, flush=True)
     return secret
