@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from serverproc import free_port
+
 REQUIRE_SERVICES = os.environ.get("KEEPSTATE_REQUIRE_SERVICES") == "1"
 
 
@@ -29,17 +31,11 @@ def _cannot(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PrivatePostgres:
     """initdb + pg_ctl in a temp folder; ``stop()``/``start()`` as many times as a test likes."""
 
     def __init__(self, bindir: str, root: Path) -> None:
-        self.bindir, self.root, self.port = bindir, root, _free_port()
+        self.bindir, self.root, self.port = bindir, root, free_port()
         self.data = root / "data"
         self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
@@ -73,7 +69,7 @@ class PrivateRedis:
     """A redis-server without persistence on a free port; ``stop()`` kills it, ``start()`` runs a new one."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

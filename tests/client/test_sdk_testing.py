@@ -6,19 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sdk_seed_chat import chat  # the seed example, as written
 
 import keepstate
 from keepstate.client import AsyncInvocation, Invocation
 from keepstate.testing import Held, Recorder, arun_agent, run_agent
-
-
-def chat(inv: Invocation) -> dict[str, Any]:
-    message = inv.input["message"]
-    history = inv.state.session.append("history", [{"role": "user", "content": message}])
-    reply = f"turn {(history.length + 1) // 2}: you said {message!r}"
-    inv.state.session.append("history", [{"role": "assistant", "content": reply}])
-    visits = inv.state.agent.update("visits", lambda n: n + 1, default=0)
-    return {"reply": reply, "visits": visits}
 
 
 def approve(inv: Invocation) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,15 +11,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from serverproc import free_port
+
+__all__ = ["free_port"]  # re-exported for the session tests
+
 ALL = ["memory", "sqlite", "postgres", "redis"]
 SHARED = ["sqlite", "postgres", "redis"]  # backends several processes can share
-
-
-def free_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Proxy:

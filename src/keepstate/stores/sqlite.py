@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
 from functools import partial
+from typing import Any
 
 from ..errors import NotAList, VersionConflict
 from .base import Backend, Entry, StateRecord, prefix_end
@@ -166,12 +167,15 @@ def _chunks(items: Sequence[bytes], room: int) -> Iterator[list[bytes]]:
     yield chunk
 
 
+def _plain(row: Any) -> Entry | None:
+    """The entry of a header row that is not a list: None when absent or deleted."""
+    return None if row is None or row[1] == "d" else Entry(bytes(row[2]), int(row[0]))
+
+
 def _get(conn: sqlite3.Connection, ns: str, key: str) -> Entry | None:
     row = conn.execute(_HEADER, (ns, key)).fetchone()
-    if row is None or row[1] == "d":
-        return None
-    if row[1] == "v":
-        return Entry(bytes(row[2]), int(row[0]))
+    if row is None or row[1] != "l":
+        return _plain(row)
     segments = [text.encode() for (text,) in conn.execute(_SEGMENTS, (ns, key))]
     return Entry(join_items(segments), int(row[0]))
 
@@ -181,11 +185,9 @@ def _read_entry(db: SqliteDatabase, ns: str, key: str) -> Entry | None:
 
     The plain value is the common case and the server's hot read, hence no read transaction for it."""
     row = db.fetchone(_HEADER, (ns, key))
-    if row is None or row[1] == "d":
-        return None
-    if row[1] == "v":
-        return Entry(bytes(row[2]), int(row[0]))
-    return db.read(partial(_get, ns=ns, key=key))
+    if row is not None and row[1] == "l":
+        return db.read(partial(_get, ns=ns, key=key))
+    return _plain(row)
 
 
 def _keys(conn: sqlite3.Connection, ns: str, prefix: str, after: str, limit: int) -> list[tuple[str, int]]:
