@@ -82,6 +82,13 @@ def test_encode_is_compact_canonical_utf8() -> None:
     assert values.encode({"v": keepstate.Versioned({"a": 1}, 3)}) == b'{"v":[{"a":1},3]}'
 
 
+def test_items_that_alone_pass_one_mib_are_too_large() -> None:
+    half = "x" * (values.MAX_VALUE_BYTES // 2)
+    with pytest.raises(keepstate.TooLarge):
+        values.encode_items([half, half])
+    assert len(values.encode_items([half[:-4], half[:-4]])) == 2  # 2 + 2 * (len + 2 quotes) + 1 comma fits
+
+
 def test_items_report_their_index() -> None:
     with pytest.raises(InvalidValue) as caught:
         values.encode_items([1, {"x": [float("nan")]}])

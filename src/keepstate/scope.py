@@ -196,7 +196,6 @@ class BackendOps:
     def append(self, key: str, items: list[Any]) -> Appended:
         values.check_key(key)
         encoded = values.encode_items(items)
-        values.check_size(values.list_size(map(len, encoded), len(encoded)), "the appended items")
         return Appended(*self.backend.append(self.ns, key, encoded))
 
     def keys_page(self, prefix: str, after: str, limit: int) -> Page:

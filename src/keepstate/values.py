@@ -66,7 +66,8 @@ def _tuple_as_list(value: Any) -> Any:
 
 
 def encode_items(items: Sequence[Any]) -> list[bytes]:
-    """Encode the items of an append, each checked with its ``$[i]`` path."""
+    """Encode the items of an append, each checked with its ``$[i]`` path; TooLarge when the items
+    alone would pass 1 MiB as a list (the store checks the whole list atomically)."""
     if not isinstance(items, list | tuple):
         raise InvalidRequest("items must be a list")
     out = []
@@ -75,6 +76,7 @@ def encode_items(items: Sequence[Any]) -> list[bytes]:
             out.append(encode(item))
         except InvalidValue as error:
             raise InvalidValue(error.message, path=f"$[{index}]{error.path[1:]}") from None
+    check_size(list_size(map(len, out), len(out)), "the appended items")
     return out
 
 

@@ -175,7 +175,6 @@ def state_delete(scope: str, key: str, if_version: int | None, token: str) -> Ca
 def state_append(scope: str, key: str, items: list[Any], token: str) -> Call[Appended]:
     path = _state_path(scope, key) + "/append"
     encoded = values.encode_items(items)
-    values.check_size(values.list_size(map(len, encoded), len(encoded)), "the appended items")
     content = b'{"items":[' + b",".join(encoded) + b"]}"
 
     def parse(answer: Any) -> Appended:

@@ -79,7 +79,6 @@ class StateApi:
         if not isinstance(items, list):
             raise InvalidRequest("items must be a list")
         encoded = values.encode_items(items)
-        values.check_size(values.list_size(map(len, encoded), len(encoded)), "the appended items")
         return await self.backend.append(ns, key, encoded)
 
     async def keys(

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 import orjson
 
 from ..errors import TooLarge
-from ..values import MAX_VALUE_BYTES
+from ..values import MAX_VALUE_BYTES, list_size
 
 
 def appended_size(size: int, length: int, item_sizes: Sequence[int]) -> int:
     """The JSON size of a list of ``length`` items and ``size`` bytes after appending items."""
     if length == 0:
-        return 2 + sum(item_sizes) + max(len(item_sizes) - 1, 0)
+        return list_size(item_sizes, len(item_sizes))
     return size + sum(item_sizes) + len(item_sizes)
 
 
