@@ -15,11 +15,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import NotFound, SessionBusy
+from ..stores.base import Backend
+from ..stores.postgres import PostgresBackend
 from ..stores.postgres_db import aconnection, amigrate, open_async_pool
 from . import dump, pg_sql, sql
 from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
 from .pg_sql import pg
-from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
+from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
 
 FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
 
@@ -209,6 +211,12 @@ class PostgresRepo(PlatformRepo):
     async def token_lease(self, token_hash: str) -> int | None:
         row = await self._one(pg(sql.TOKEN_LEASE), (token_hash,))
         return None if row is None else int(row[0])
+
+    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
+        if not (isinstance(state, PostgresBackend) and state.pool is self.pool):
+            return await super().token_lease_and_get(token_hash, state, ns, key)
+        lease_until, entry = await state.get_with(pg(sql.TOKEN_LEASE), (token_hash,), ns, key)
+        return (None if lease_until is None else int(lease_until)), entry
 
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""

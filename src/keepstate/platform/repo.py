@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest
+from ..stores.base import Backend, Entry
 from .models import Claimed, Invocation, KeyRecord, Run, RunContext, Session
+
+LeaseAndEntry = tuple[int | None, Entry | None]
+"""A run token's lease end (None: not running) and a state entry (None: absent), read together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,12 @@ class PlatformRepo(ABC):
 
         The cheap per-request validity check once the token's context is known (a context never
         changes for a token; whether it is still running does, from any server process)."""
+
+    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
+        """``token_lease`` and ``state.get(ns, key)``: a run's state GET. A repository whose database
+        also holds the state reads both in one statement (one snapshot, one round trip); this
+        default asks each in turn."""
+        return await self.token_lease(token_hash), await state.get(ns, key)
 
     @abstractmethod
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:

@@ -66,20 +66,27 @@ class Platform:
         server process sharing the store may end the invocation at any moment. The kept caller's
         ``run.lease_until`` is as first read: the lease is only ever judged from the fresh read.
         """
-        if not token:
-            raise Unauthorized("missing run token: send x-agentos-run-token")
-        token_hash = auth.hash_secret(token)
-        caller = self._run_callers.get(token_hash)
+        token_hash, caller = self.known_run_caller(token)
         if caller is not None:
-            lease_until = await self.repo.token_lease(token_hash)
-            if lease_until is None or lease_until < now_ms():
-                await self._reject_run_token(token_hash, lease_until)
+            await self.check_run_lease(token_hash, await self.repo.token_lease(token_hash))
             return caller
         ctx = await self.repo.token_context(token_hash)
         if ctx is None or ctx.lease_until < now_ms():
             await self._reject_run_token(token_hash, None if ctx is None else ctx.lease_until)
         assert ctx is not None
         return self._remember_run_caller(token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
+
+    def known_run_caller(self, token: str | None) -> tuple[str, Caller | None]:
+        """The token's hash, and its caller if this process already knows it (not yet a validity check)."""
+        if not token:
+            raise Unauthorized("missing run token: send x-agentos-run-token")
+        token_hash = auth.hash_secret(token)
+        return token_hash, self._run_callers.get(token_hash)
+
+    async def check_run_lease(self, token_hash: str, lease_until: int | None) -> None:
+        """Judge a known token by a fresh read of its lease end (None: its invocation is not running)."""
+        if lease_until is None or lease_until < now_ms():
+            await self._reject_run_token(token_hash, lease_until)
 
     async def _reject_run_token(self, token_hash: str, lease_until: int | None) -> NoReturn:
         """Forget a dead token and raise 401; a lease that ran out also sweeps (its run is interrupted now)."""

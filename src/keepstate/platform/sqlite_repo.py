@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import NotFound, SessionBusy
+from ..stores.base import Backend
+from ..stores.sqlite import AsyncSqliteBackend
 from ..stores.sqlite_db import SqliteDatabase
 from . import dump, sql
 from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
+from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
 
 T = TypeVar("T")
 COMPONENT = "platform"
@@ -181,6 +183,12 @@ class SqliteRepo(PlatformRepo):
     async def token_lease(self, token_hash: str) -> int | None:
         row = self.db.fetchone(sql.TOKEN_LEASE, (token_hash,))
         return None if row is None else int(row[0])
+
+    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
+        if not (isinstance(state, AsyncSqliteBackend) and state.db is self.db):
+            return await super().token_lease_and_get(token_hash, state, ns, key)
+        lease_until, entry = await state.get_with(sql.TOKEN_LEASE, (token_hash,), ns, key)
+        return (None if lease_until is None else int(lease_until)), entry
 
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         def write(conn: sqlite3.Connection) -> bool | None:

@@ -8,13 +8,16 @@ embedded or behind this server. Validation (keys, values, sizes) is ``keepstate.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import values
-from ..errors import InvalidKey, InvalidRequest, NoSession, NotFound, NoUser
+from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import SCOPE_KINDS, Backend, Entry
 from .models import RunContext
+
+if TYPE_CHECKING:
+    from .service import Platform
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 NAMESPACE_CACHE = 4096
@@ -47,16 +50,40 @@ def _scope_namespace(kind: str, agent: str, scope_id: str | None, env: str) -> s
     return scope_namespace(kind, agent, scope_id, env)
 
 
+def _found(entry: Entry | None, kind: str, key: str) -> Entry:
+    if entry is None:
+        raise NotFound(f"no value at {kind}/{key}")
+    return entry
+
+
 class StateApi:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
     async def get(self, ctx: RunContext, kind: str, key: str) -> Entry:
         ns = namespace(ctx, kind)
-        entry = await self.backend.get(ns, values.check_key(key))
-        if entry is None:
-            raise NotFound(f"no value at {kind}/{key}")
-        return entry
+        return _found(await self.backend.get(ns, values.check_key(key)), kind, key)
+
+    async def get_as(self, platform: Platform, token: str | None, kind: str, key: str) -> Entry:
+        """The server's hot read, a run token's GET: ``authenticate_run`` then ``get``, except that once
+        the token's caller is known, its validity and the value come from one store read
+        (``PlatformRepo.token_lease_and_get``: one statement on SQLite and PostgreSQL), which is a
+        third of a GET's time saved on SQLite. A dead token still answers 401 before anything else."""
+        token_hash, caller = platform.known_run_caller(token)
+        if caller is None:
+            caller = await platform.authenticate_run(token)
+            assert caller.run is not None
+            return await self.get(caller.run, kind, key)
+        assert caller.run is not None
+        try:
+            ns = namespace(caller.run, kind)
+            values.check_key(key)
+        except KeepstateError:
+            await platform.authenticate_run(token)
+            raise
+        lease_until, entry = await platform.repo.token_lease_and_get(token_hash, self.backend, ns, key)
+        await platform.check_run_lease(token_hash, lease_until)
+        return _found(entry, kind, key)
 
     async def put(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> int:
         ns = namespace(ctx, kind)

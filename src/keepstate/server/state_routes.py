@@ -32,16 +32,26 @@ _JSON = (b"content-type", b"application/json")
 
 
 class StateCall:
-    """One state request as a handler sees it: the token's run, the path, the query and the body."""
+    """One state request as a handler sees it: the path, the query, the body, and the run token,
+    which each handler checks first (``authenticate``; GET checks it with its read)."""
 
-    __slots__ = ("api", "kind", "receive", "run", "scope")
+    __slots__ = ("api", "kind", "platform", "receive", "scope")
 
-    def __init__(self, scope: Scope, receive: Receive, api: StateApi, run: RunContext) -> None:
+    def __init__(self, scope: Scope, receive: Receive, platform: Platform, api: StateApi) -> None:
         self.scope = scope
         self.receive = receive
+        self.platform = platform
         self.api = api
-        self.run = run
         self.kind: str = scope["path_params"]["scope"]
+
+    @property
+    def token(self) -> str | None:
+        return header(self.scope, _TOKEN)
+
+    async def authenticate(self) -> RunContext:
+        caller = await self.platform.authenticate_run(self.token)
+        assert caller.run is not None
+        return caller.run
 
     @property
     def key(self) -> str:
@@ -70,40 +80,43 @@ def header(scope: Scope, name: bytes) -> str | None:
 
 
 class StateRoute:
-    """A raw ASGI endpoint: authenticate the run token, run the handler, send its JSON (or 204)."""
+    """A raw ASGI endpoint: run the handler, send its JSON (or 204)."""
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.respond(scope, receive, send)
+
+    async def respond(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the request; the status sent (errors are raised, not sent)."""
         state = scope["app"].state
-        platform: Platform = state.platform
-        caller = await platform.authenticate_run(header(scope, _TOKEN))
-        assert caller.run is not None
-        body = await self.handler(StateCall(scope, receive, state.state_api, caller.run))
+        body = await self.handler(StateCall(scope, receive, state.platform, state.state_api))
         if body is None:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
-            return
+            return 204
         headers = [(_CONTENT_LENGTH, str(len(body)).encode()), _JSON]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+        return 200
 
 
 async def state_get(call: StateCall) -> bytes:
-    entry = await call.api.get(call.run, call.kind, call.key)
+    entry = await call.api.get_as(call.platform, call.token, call.kind, call.key)
     return b'{"value":' + entry.data + b',"version":' + str(entry.version).encode() + b"}"
 
 
 async def state_put(call: StateCall) -> bytes:
-    version = await call.api.put(call.run, call.kind, call.key, await call.json_object())
+    version = await call.api.put(await call.authenticate(), call.kind, call.key, await call.json_object())
     return b'{"version":' + str(version).encode() + b"}"
 
 
 async def state_delete(call: StateCall) -> None:
+    run = await call.authenticate()
     if_version = call.query_params.get("if_version")
     version = None if if_version in (None, "") else check_if_version(_int_or_none(if_version))
-    await call.api.delete(call.run, call.kind, call.key, version)
+    await call.api.delete(run, call.kind, call.key, version)
 
 
 def _int_or_none(text: str | None) -> int:
@@ -113,14 +126,15 @@ def _int_or_none(text: str | None) -> int:
 
 
 async def state_append(call: StateCall) -> bytes:
-    version, length = await call.api.append(call.run, call.kind, call.key, await call.json_object())
+    version, length = await call.api.append(await call.authenticate(), call.kind, call.key, await call.json_object())
     return orjson.dumps({"version": version, "length": length})
 
 
 async def state_keys(call: StateCall) -> bytes:
+    run = await call.authenticate()
     params = call.query_params
     limit = query_int(call, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    found, next_key = await call.api.keys(call.run, call.kind, params.get("prefix", ""), params.get("after", ""), limit)
+    found, next_key = await call.api.keys(run, call.kind, params.get("prefix", ""), params.get("after", ""), limit)
     return orjson.dumps({"keys": [{"key": k, "version": v} for k, v in found], "next": next_key})
 
 
@@ -135,3 +149,25 @@ STATE_ROUTES = [
     _route("/v0/state/{scope}/{key}/append", state_append, "POST"),
     _route("/v0/state/{scope}", state_keys, "GET"),
 ]
+
+
+_PREFIX = "/v0/state/"
+_TEMPLATES = {1: "/v0/state/{scope}", 2: "/v0/state/{scope}/{key}", 3: "/v0/state/{scope}/{key}/append"}
+_BY_METHOD_AND_TEMPLATE = {(method, route.path): route for route in STATE_ROUTES for method in route.methods or ()}
+
+
+def match_state_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    """The state route that Starlette's router would pick for this method and path, and its path
+    parameters; None for anything else (so the router answers it: 404, 405, HEAD, odd paths).
+
+    Every segment must be non-empty and have no ``/``, as Starlette's default ``{param}`` matches."""
+    if not path.startswith(_PREFIX) or method == "HEAD":
+        return None
+    parts = path[len(_PREFIX):].split("/")
+    template = _TEMPLATES.get(len(parts))
+    if template is None or not all(parts) or (len(parts) == 3 and parts[2] != "append"):
+        return None
+    route = _BY_METHOD_AND_TEMPLATE.get((method, template))
+    if route is None:
+        return None
+    return route, ({"scope": parts[0]} if len(parts) == 1 else {"scope": parts[0], "key": parts[1]})

@@ -76,6 +76,9 @@ _LIST_DATA = """CASE WHEN k.kind = 'l' THEN (
 GET = f"""SELECT k.version, k.kind, k.data, {_LIST_DATA} FROM state_keys k
     WHERE k.ns = %s AND k.key = %s AND k.kind <> 'd'"""
 
+GET_WITH = f"""SELECT ({{scalar}}), k.version, k.kind, k.data, {_LIST_DATA} FROM (SELECT 1) AS one
+    LEFT JOIN state_keys k ON k.ns = %s AND k.key = %s AND k.kind <> 'd'"""
+
 _CLEAR = "data = NULL, size = 0, length = 0, segs = 0, tail = 0"
 
 PUT_ANY = """INSERT INTO state_keys AS k (ns, key, version, kind, data) VALUES (%(ns)s, %(key)s, 1, 'v', %(data)s)
@@ -184,6 +187,17 @@ class PostgresBackend(Backend):
             return None
         version, kind, data, payload = row
         return Entry(_entry(kind, data, payload), version)
+
+    async def get_with(self, scalar: str, params: tuple[object, ...], ns: str, key: str) -> tuple[Any, Entry | None]:
+        """One entry and ``scalar`` (a SELECT of one value from another table of this database, with
+        ``params``) in one statement: one round trip, one snapshot. The server reads a run token's
+        lease with the value its GET asks for."""
+        async with aconnection(self.pool) as conn:
+            cursor = await conn.execute(GET_WITH.format(scalar=scalar), (*params, ns, key), binary=True)
+            row = await cursor.fetchone()
+        assert row is not None  # the outer join always yields its one row
+        scalar_value, version, kind, data, payload = row
+        return scalar_value, None if kind is None else Entry(_entry(kind, data, payload), version)
 
     async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
         params = {"ns": ns, "key": key, "data": data, "if_version": if_version}
