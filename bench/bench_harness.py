@@ -32,8 +32,9 @@ PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.
 ENTRY = {"role": "assistant", "content": "a short reply of a few dozen bytes, like most log entries"}
 DATA = orjson.dumps(ENTRY)
 """The bytes the store keeps for ``ENTRY`` (compact JSON, one row): the raw side writes the same."""
-PREFILLED = 15_000
-"""Queued operations waiting for ``start`` and ``settle``: more than either gets through in ``SECONDS``."""
+PREFILLED = 60_000
+"""Queued operations waiting for ``start`` and ``settle``: more than either side gets through in all
+its rounds, so no call finds its operation already moved (a no-op write would skip the commit)."""
 LONG = 10_000
 """Entries of the log the reads page through."""
 Row = tuple[str, str, float, float]

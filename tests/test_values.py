@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Callable
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import keepstate
 from keepstate import InvalidKey, InvalidValue, values
@@ -104,3 +110,49 @@ def test_good_keys(key: str) -> None:
 def test_bad_keys(key: object) -> None:
     with pytest.raises(InvalidKey):
         values.check_key(key)
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8), st.sampled_from(["\x00", "9" * 25, "\ud800"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _outcome(fn: Callable[[], object]) -> object:
+    try:
+        return fn()
+    except InvalidValue as error:
+        return ("refused", error.message, error.path)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_VALUES, max_size=6))
+@example([1, float("nan")])
+@example([{"a": (1, 2)}, float("-inf")])
+@example(["ok", 2**64])
+@example(["\x00", "1" * 25])
+@example([uuid.UUID(int=1)])
+def test_encoding_together_answers_exactly_as_encoding_one_by_one(batch: list[object]) -> None:
+    """``encode_all`` checks a batch at once: it must accept, refuse and encode what ``encode`` does."""
+    one_by_one = _outcome(lambda: [values.encode(value) for value in batch])
+    assert _outcome(lambda: values.encode_all(batch)) == one_by_one
+
+
+def test_a_batch_of_deep_values_is_checked_value_by_value() -> None:
+    fine = [_nest(MAX_DEPTH)] * 3  # each exactly at the limit; together well past it
+    assert values.encode_all(fine) == [values.encode(value) for value in fine]
+    with pytest.raises(InvalidValue):
+        values.encode_all([*fine, _nest(MAX_DEPTH + 1)])
+
+
+@given(st.binary(max_size=60), st.integers(min_value=0, max_value=30))
+def test_the_long_digit_scan_finds_what_the_regular_expression_finds(noise: bytes, run: int) -> None:
+    data = noise[:30] + b"7" * run + noise[30:]
+    assert values._has_long_digits(data) == (re.search(rb"\d{19,}", data) is not None)

@@ -31,7 +31,10 @@ MAX_KEY_LENGTH = 200
 
 _KEY = re.compile(r"[A-Za-z0-9._:\-]{1,200}")
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
-_LONG_DIGITS = re.compile(rb"\d{19,}")
+_ALL_DIGITS_TO_9 = bytes.maketrans(b"0123456789", b"9" * 10)
+_LONG_RUN = b"9" * 19
+"""19 digits in a row may be an integer past 64 bits: found by mapping digits to 9 and searching
+for the run, which is ~15x faster than the regular expression ``\\d{19,}`` over the same bytes."""
 _NUL_ESCAPE = b"\\u0000"
 
 
@@ -65,17 +68,40 @@ def _tuple_as_list(value: Any) -> Any:
     raise TypeError
 
 
+def encode_all(values: Sequence[Any]) -> list[bytes]:
+    """``encode`` of each value, checked together: one byte scan and one round trip for all of them,
+    which is most of ``encode``'s cost for the small values of an append. Any doubt (or a bad
+    value) sends them one by one through ``encode``, which raises for the first bad one."""
+    try:
+        out = [orjson.dumps(value, default=_tuple_as_list) for value in values]
+    except (TypeError, orjson.JSONEncodeError):
+        return [encode(value) for value in values]
+    joined = b"[" + b",".join(out) + b"]"
+    if (
+        _NUL_ESCAPE in joined
+        or _has_long_digits(joined)
+        or (joined.count(b"[") + joined.count(b"{") > MAX_DEPTH + 1  # only then look at each
+            and any(data.count(b"[") + data.count(b"{") > MAX_DEPTH for data in out))
+        or orjson.loads(joined) != list(values)
+    ):
+        return [encode(value) for value in values]
+    return out
+
+
 def encode_items(items: Sequence[Any]) -> list[bytes]:
-    """Encode the items of an append, each checked with its ``$[i]`` path; TooLarge when the items
-    alone would pass 1 MiB as a list (the store checks the whole list atomically)."""
+    """Encode the items of an append, a bad one reported with its ``$[i]`` path; TooLarge when the
+    items alone would pass 1 MiB as a list (the store checks the whole list atomically)."""
     if not isinstance(items, list | tuple):
         raise InvalidRequest("items must be a list")
-    out = []
-    for index, item in enumerate(items):
-        try:
-            out.append(encode(item))
-        except InvalidValue as error:
-            raise InvalidValue(error.message, path=f"$[{index}]{error.path[1:]}") from None
+    try:
+        out = encode_all(items)
+    except InvalidValue:
+        for index, item in enumerate(items):
+            try:
+                encode(item)
+            except InvalidValue as error:
+                raise InvalidValue(error.message, path=f"$[{index}]{error.path[1:]}") from None
+        raise
     check_size(list_size(map(len, out), len(out)), "the appended items")
     return out
 
@@ -116,9 +142,13 @@ def _suspicious(data: bytes, max_depth: int = MAX_DEPTH) -> bool:
     """Cheap byte scans that clear almost every good value without a Python walk."""
     return (
         _NUL_ESCAPE in data
-        or _LONG_DIGITS.search(data) is not None
+        or _has_long_digits(data)
         or data.count(b"[") + data.count(b"{") > max_depth
     )
+
+
+def _has_long_digits(data: bytes) -> bool:
+    return _LONG_RUN in data.translate(_ALL_DIGITS_TO_9)
 
 
 class _Bad:

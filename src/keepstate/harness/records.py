@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..errors import InvalidKey, InvalidRequest
-from ..values import MAX_VALUE_BYTES, check_size, encode
+from ..values import MAX_VALUE_BYTES, check_size, encode, encode_all
 
 OperationStatus = Literal["queued", "running", "done", "unanswered"]
 STATUSES: tuple[str, ...] = get_args(OperationStatus)
@@ -151,15 +151,23 @@ def encode_value(value: Any, what: str) -> str:
     return data.decode("utf-8")
 
 
-def encode_entry(entry: object) -> tuple[str | None, bytes]:
-    """An entry to append as ``(id, canonical JSON bytes)``, at most ``MAX_ENTRY_BYTES``."""
-    if not isinstance(entry, LogAppend):
-        raise InvalidRequest(f"log entries must be LogAppend, got {type(entry).__name__}")
-    entry_id = None if entry.id is None else check_id(entry.id, "entry id")
-    data = encode(entry.data)
-    if len(data) > MAX_ENTRY_BYTES:
-        raise InvalidRequest(f"log entry is {len(data)} bytes, over the limit of {MAX_ENTRY_BYTES}")
-    return entry_id, data
+def encode_entries(entries: Sequence[object]) -> list[tuple[str | None, bytes]]:
+    """Entries to append as ``(id, canonical JSON bytes)``, each at most ``MAX_ENTRY_BYTES``.
+
+    The JSON is checked for all entries together (``encode_all``): per entry, that check was most
+    of an append's own time."""
+    ids: list[str | None] = []
+    values: list[Any] = []
+    for entry in entries:
+        if not isinstance(entry, LogAppend):
+            raise InvalidRequest(f"log entries must be LogAppend, got {type(entry).__name__}")
+        ids.append(None if entry.id is None else check_id(entry.id, "entry id"))
+        values.append(entry.data)
+    datas = encode_all(values)
+    if datas and max(map(len, datas)) > MAX_ENTRY_BYTES:
+        size = max(map(len, datas))
+        raise InvalidRequest(f"log entry is {size} bytes, over the limit of {MAX_ENTRY_BYTES}")
+    return list(zip(ids, datas, strict=True))
 
 
 def check_outcome(outcome: object) -> tuple[OperationStatus, str, str | None]:

@@ -139,6 +139,20 @@ row's lock and moves the end from the row's latest version, and the entries take
 just before the new end.
 """
 
+_APPEND_ONE = """
+WITH head AS (
+  INSERT INTO {p}logs (session, log, last) VALUES (?, ?, 1)
+  ON CONFLICT (session, log) DO UPDATE SET last = {p}logs.last + 1 RETURNING last
+)
+INSERT INTO {p}entries (session, log, seq, part, id, data, created_at)
+SELECT ?, ?, h.last, 0, NULL, ?, ? FROM head h RETURNING seq
+"""
+"""PostgreSQL only: ``append_new`` for the commonest append, one entry without an id in one row.
+
+Plain parameters instead of arrays: measured, the arrays cost about a quarter of the statement's
+time (psycopg adapts each element in Python; the server builds and unnests them).
+"""
+
 
 def component(prefix: str) -> str:
     """The migration component of one prefix: each prefix has its own schema version."""
@@ -175,6 +189,7 @@ class Sql:
     insert_chunk: str
     write_batch: str
     append_new: str
+    append_one: str
     read: str
     read_all: str
     entry: str
@@ -234,13 +249,17 @@ def _texts(p: str) -> dict[str, str | tuple[str, ...]]:
             f"INSERT INTO {p}logs (session, log, last) VALUES (?, ?, 0) "
             f"ON CONFLICT (session, log) DO UPDATE SET last = {p}logs.last RETURNING last"
         ),
-        "set_end": f"UPDATE {p}logs SET last = ? WHERE session = ? AND log = ?",
+        "set_end": (
+            f"INSERT INTO {p}logs (session, log, last) VALUES (?, ?, ?) "
+            "ON CONFLICT (session, log) DO UPDATE SET last = excluded.last"
+        ),
         "end": f"SELECT last FROM {p}logs WHERE session = ? AND log = ?",
         "entry_seq": f"SELECT seq, created_at FROM {p}entries WHERE session = ? AND log = ? AND id = ?",
         "delete_entry": f"DELETE FROM {p}entries WHERE session = ? AND log = ? AND seq = ?",
         "insert_chunk": f"INSERT INTO {p}entries ({_ENTRY}, session, log) VALUES (?, ?, ?, ?, ?, ?, ?)",
         "write_batch": _WRITE_BATCH.format(p=p),
         "append_new": _APPEND_NEW.format(p=p),
+        "append_one": _APPEND_ONE.format(p=p),
         "read": (  # a range up to the limit-th entry's seq (one index probe), not a semi-join per row
             f"SELECT {_ENTRY} FROM {p}entries WHERE session = ? AND log = ? AND seq > ? AND seq <= COALESCE(("
             f"SELECT seq FROM {p}entries WHERE session = ? AND log = ? AND part = 0 AND seq > ? "

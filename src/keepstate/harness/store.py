@@ -30,7 +30,7 @@ from .records import (
     check_outcome,
     check_position,
     check_statuses,
-    encode_entry,
+    encode_entries,
     encode_value,
     join_chunks,
     now_ms,
@@ -202,7 +202,7 @@ class HarnessStore:
         self._check_log(session, log)
         if not isinstance(entries, list | tuple):
             raise InvalidRequest("entries must be a list of LogAppend")
-        pending: list[_Pending] = [(*encode_entry(entry), None) for entry in entries]
+        pending: list[_Pending] = [(entry_id, data, None) for entry_id, data in encode_entries(entries)]
         if not pending:
             return self.end(session, log)
         return self._write(session, log, pending)
@@ -263,9 +263,12 @@ class HarnessStore:
         params: tuple[Any, ...]
         if not batch.ids:
             count = batch.k[-1]
+            sql = self._sql.append_new
             params = (*key, count, *key, count, batch.k, batch.part, batch.data, batch.created_at)
+            if len(batch.k) == 1:  # one entry in one row: the common case, with plain parameters
+                sql, params = self._sql.append_one, (*key, *key, batch.data[0], batch.created_at[0])
             with self._db.statement() as tx:
-                return int(tx.rows(self._sql.append_new, params)[0][0])
+                return int(tx.rows(sql, params)[0][0])
         params = (
             batch.k, batch.part, batch.parts, batch.id, batch.data, batch.created_at,
             *key, batch.ids, *key, *key, *key, *key, batch.last,
@@ -273,13 +276,21 @@ class HarnessStore:
         rows = self._db.atomic([(self._sql.lock_log, key), (self._sql.write_batch, params)])
         return int(rows[0][0])
 
-    def _write_entries(self, tx: Tx, session: str, log: str, pending: Iterable[_Pending]) -> int:
+    def _write_entries(self, tx: Tx, session: str, log: str, pending: Sequence[_Pending]) -> int:
         """SQLite: write entries under the write lock, new rows in one ``executemany``; the position
         of the last one written. Rows queued so far are flushed before an id is looked up, so an id
         given twice in one call finds its first entry."""
         key = (session, log)
-        end = start = int(tx.rows(self._sql.lock_log, key)[0][0])
+        head = tx.rows(self._sql.end, key)  # the write transaction already keeps other writers out
+        end = start = int(head[0][0]) if head else 0
         last, now = end, now_ms()
+        if all(entry_id is None and len(data) <= self.chunk_size for entry_id, data, _ in pending):
+            # the usual append, new entries of one row each: their rows in one pass
+            rows = [(start + k, 0, None, data, now if at is None else at, *key)
+                    for k, (_, data, at) in enumerate(pending, 1)]
+            tx.many(self._sql.insert_chunk, rows)
+            tx.run(self._sql.set_end, (*key, start + len(rows)))
+            return start + len(rows)
         queued: list[Row] = []
         for entry_id, data, created_at in pending:
             found: list[Row] = []
@@ -296,10 +307,12 @@ class HarnessStore:
             queued += self._chunk_rows(key, last, entry_id, data, now if created_at is None else created_at)
         tx.many(self._sql.insert_chunk, queued)
         if end != start:
-            tx.run(self._sql.set_end, (end, *key))
+            tx.run(self._sql.set_end, (*key, end))
         return last
 
     def _chunk_rows(self, key: tuple[str, str], seq: int, entry_id: str | None, data: bytes, at: int) -> list[Row]:
+        if len(data) <= self.chunk_size:  # the usual entry: one row
+            return [(seq, 0, entry_id, data, at, *key)]
         return [(seq, part, entry_id if part == 0 else None, chunk, at, *key)
                 for part, chunk in enumerate(split_chunks(data, self.chunk_size))]
 

@@ -74,24 +74,23 @@ class _AsyncPool(psycopg_pool.AsyncConnectionPool):
     Without it every call during an outage waits the full ``POOL_WAIT_S`` for a connection that
     cannot come; with it only the first does, the rest wait ``DOWN_WAIT_S`` (still enough to get a
     connection the moment the server is back, which clears the mark). Connections are checked before
-    use only when idle for ``CHECK_IDLE_S`` (a busy connection proves itself; a broken one fails its
-    call with Unavailable and the pool drops it).
+    use only when not taken for ``CHECK_IDLE_S`` (a busy connection proves itself; a broken one fails
+    its call with Unavailable and the pool drops it). The time is stamped when a connection is
+    taken, not returned: a ``reset`` hook would send every return through the pool's worker, a
+    task (or thread) switch per call: measured, one-row harness appends ran ~15% faster without it.
     """
 
     def __init__(self, conninfo: str, **kwargs: Any) -> None:
         self.down = False
-        self.returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
-        super().__init__(
-            conninfo, configure=self.connected, check=self.check_if_idle, reset=self.mark_returned, **kwargs
-        )
+        self.taken: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+        super().__init__(conninfo, configure=self.connected, check=self.check_if_idle, **kwargs)
 
     async def check_if_idle(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """Check a connection only after it sat idle: a checked call costs a second round trip."""
-        if time.monotonic() - self.returned.get(conn, 0.0) > CHECK_IDLE_S:
+        """Check a connection only after it sat unused: a checked call costs a second round trip."""
+        now = time.monotonic()
+        if now - self.taken.get(conn, 0.0) > CHECK_IDLE_S:
             await psycopg_pool.AsyncConnectionPool.check_connection(conn)
-
-    async def mark_returned(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.returned[conn] = time.monotonic()
+        self.taken[conn] = now
 
     async def connected(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.down = False
@@ -117,18 +116,15 @@ class _Pool(psycopg_pool.ConnectionPool):
 
     def __init__(self, conninfo: str, **kwargs: Any) -> None:
         self.down = False
-        self.returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
-        super().__init__(
-            conninfo, configure=self.connected, check=self.check_if_idle, reset=self.mark_returned, **kwargs
-        )
+        self.taken: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+        super().__init__(conninfo, configure=self.connected, check=self.check_if_idle, **kwargs)
 
     def check_if_idle(self, conn: psycopg.Connection[Any]) -> None:
-        """Check a connection only after it sat idle: a checked call costs a second round trip."""
-        if time.monotonic() - self.returned.get(conn, 0.0) > CHECK_IDLE_S:
+        """Check a connection only after it sat unused: a checked call costs a second round trip."""
+        now = time.monotonic()
+        if now - self.taken.get(conn, 0.0) > CHECK_IDLE_S:
             psycopg_pool.ConnectionPool.check_connection(conn)
-
-    def mark_returned(self, conn: psycopg.Connection[Any]) -> None:
-        self.returned[conn] = time.monotonic()
+        self.taken[conn] = now
 
     def connected(self, conn: psycopg.Connection[Any]) -> None:
         self.down = False
