@@ -27,6 +27,11 @@ RUN_CALLER_LIMIT = 10_000
 """How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
 
 
+def lease_alive(lease_until: int | None) -> bool:
+    """Whether a run token's freshly read lease end (None: its invocation is not running) is still ahead."""
+    return lease_until is not None and lease_until >= now_ms()
+
+
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
@@ -35,7 +40,7 @@ class Platform:
         self.state = state
         self.lease_seconds = lease_seconds
         self.changed = Notifier()
-        self._run_callers: dict[str, Caller] = {}  # token hash -> its caller; see authenticate_run
+        self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
 
     async def aclose(self) -> None:
         try:
@@ -68,40 +73,40 @@ class Platform:
         """
         token_hash, caller = self.known_run_caller(token)
         if caller is not None:
-            await self.check_run_lease(token_hash, await self.repo.token_lease(token_hash))
+            lease_until = await self.repo.token_lease(token_hash)
+            if not lease_alive(lease_until):
+                await self.reject_run_token(token, token_hash, lease_until)
             return caller
         ctx = await self.repo.token_context(token_hash)
-        if ctx is None or ctx.lease_until < now_ms():
-            await self._reject_run_token(token_hash, None if ctx is None else ctx.lease_until)
+        if ctx is None or not lease_alive(ctx.lease_until):
+            await self.reject_run_token(token, token_hash, None if ctx is None else ctx.lease_until)
         assert ctx is not None
-        return self._remember_run_caller(token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
+        return self._remember_run_caller(str(token), token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
 
     def known_run_caller(self, token: str | None) -> tuple[str, Caller | None]:
-        """The token's hash, and its caller if this process already knows it (not yet a validity check)."""
+        """The token's hash, and its caller if this process already knows it (not yet a validity check).
+
+        Kept callers are looked up by the token itself, as a session cache would: hashing it on
+        every request was a measurable share of a state GET, and the hash is kept with the caller."""
         if not token:
             raise Unauthorized("missing run token: send x-agentos-run-token")
-        token_hash = auth.hash_secret(token)
-        return token_hash, self._run_callers.get(token_hash)
+        known = self._run_callers.get(token)
+        return known if known is not None else (auth.hash_secret(token), None)
 
-    async def check_run_lease(self, token_hash: str, lease_until: int | None) -> None:
-        """Judge a known token by a fresh read of its lease end (None: its invocation is not running)."""
-        if lease_until is None or lease_until < now_ms():
-            await self._reject_run_token(token_hash, lease_until)
-
-    async def _reject_run_token(self, token_hash: str, lease_until: int | None) -> NoReturn:
+    async def reject_run_token(self, token: str | None, token_hash: str, lease_until: int | None) -> NoReturn:
         """Forget a dead token and raise 401; a lease that ran out also sweeps (its run is interrupted now)."""
-        self._run_callers.pop(token_hash, None)
+        self._run_callers.pop(token or "", None)
         if lease_until is None:
             raise Unauthorized("run token is not valid: its invocation is not running")
         await self.repo.expire(now_ms())
         self.changed.notify()
         raise Unauthorized("run token is not valid: its invocation's lease ran out")
 
-    def _remember_run_caller(self, token_hash: str, caller: Caller) -> Caller:
+    def _remember_run_caller(self, token: str, token_hash: str, caller: Caller) -> Caller:
         """Keep a token's caller; past the bound, start over (a cache miss costs one join, nothing more)."""
         if len(self._run_callers) >= RUN_CALLER_LIMIT:
             self._run_callers.clear()
-        self._run_callers[token_hash] = caller
+        self._run_callers[token] = (token_hash, caller)
         return caller
 
     # keys

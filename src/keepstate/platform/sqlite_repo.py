@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import NotFound, SessionBusy
 from ..stores.base import Backend
-from ..stores.sqlite import AsyncSqliteBackend
+from ..stores.sqlite import AsyncSqliteBackend, read_with
 from ..stores.sqlite_db import SqliteDatabase
 from . import dump, sql
 from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
@@ -187,7 +187,7 @@ class SqliteRepo(PlatformRepo):
     async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
         if not (isinstance(state, AsyncSqliteBackend) and state.db is self.db):
             return await super().token_lease_and_get(token_hash, state, ns, key)
-        lease_until, entry = await state.get_with(sql.TOKEN_LEASE, (token_hash,), ns, key)
+        lease_until, entry = read_with(self.db, sql.TOKEN_LEASE, (token_hash,), ns, key)
         return (None if lease_until is None else int(lease_until)), entry
 
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:

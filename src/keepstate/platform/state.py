@@ -8,16 +8,14 @@ embedded or behind this server. Validation (keys, values, sizes) is ``keepstate.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import values
 from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import SCOPE_KINDS, Backend, Entry
 from .models import RunContext
-
-if TYPE_CHECKING:
-    from .service import Platform
+from .service import Platform, lease_alive
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 NAMESPACE_CACHE = 4096
@@ -82,7 +80,8 @@ class StateApi:
             await platform.authenticate_run(token)
             raise
         lease_until, entry = await platform.repo.token_lease_and_get(token_hash, self.backend, ns, key)
-        await platform.check_run_lease(token_hash, lease_until)
+        if not lease_alive(lease_until):
+            await platform.reject_run_token(token, token_hash, lease_until)
         return _found(entry, kind, key)
 
     async def put(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> int:

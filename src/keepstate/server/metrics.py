@@ -82,9 +82,8 @@ class Metrics:
         self.registry.register(self.requests)
         self.store_errors = Counter("keepstate_store_errors", "Store errors (unavailable) seen by requests",
                                     registry=self.registry)
-
-    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.requests.observe(route, method, status, seconds)
+        self.observe = self.requests.observe
+        """``observe(route, method, status, seconds)``: one request, counted."""
 
     def render(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

@@ -187,6 +187,19 @@ def _header_with(scalar: str) -> str:
             "LEFT JOIN keepstate_kv AS kv ON kv.ns = ? AND kv.key = ?")
 
 
+def read_with(
+    db: SqliteDatabase, scalar: str, params: tuple[object, ...], ns: str, key: str
+) -> tuple[Any, Entry | None]:
+    """One entry and ``scalar`` (a SELECT of one value from another table of the file, with
+    ``params``) in one statement, so one snapshot: the server reads a run token's lease with the
+    value its GET asks for. A list's segments take a second read. Plain, not async: the caller
+    is already on the event loop's thread, where reads run, and a coroutine per call costs."""
+    row = db.fetchone(_header_with(scalar), (*params, ns, key))
+    if row[2] == "l":
+        return row[0], db.read(partial(_get, ns=ns, key=key))
+    return row[0], None if row[2] is None else _plain(row[1:])
+
+
 def _read_entry(db: SqliteDatabase, ns: str, key: str) -> Entry | None:
     """A plain value in one autocommit statement; a list's header and segments in one snapshot.
 
@@ -269,15 +282,6 @@ class AsyncSqliteBackend(Backend):
     async def get(self, ns: str, key: str) -> Entry | None:
         """Reads take microseconds on a WAL snapshot: done on the event loop's thread."""
         return _read_entry(self.db, ns, key)
-
-    async def get_with(self, scalar: str, params: tuple[object, ...], ns: str, key: str) -> tuple[Any, Entry | None]:
-        """One entry and ``scalar`` (a SELECT of one value from another table of this file, with
-        ``params``) in one statement, so one snapshot: the server reads a run token's lease with
-        the value its GET asks for. A list's segments take a second read."""
-        row = self.db.fetchone(_header_with(scalar), (*params, ns, key))
-        if row[2] == "l":
-            return row[0], self.db.read(partial(_get, ns=ns, key=key))
-        return row[0], None if row[2] is None else _plain(row[1:])
 
     async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
         return await self.db.awrite(partial(_put, ns=ns, key=key, data=data, if_version=if_version))
