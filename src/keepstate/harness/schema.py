@@ -187,6 +187,7 @@ class Sql:
     entry_seq: str
     delete_entry: str
     insert_chunk: str
+    insert_entry: str
     write_batch: str
     append_new: str
     append_one: str
@@ -257,6 +258,9 @@ def _texts(p: str) -> dict[str, str | tuple[str, ...]]:
         "entry_seq": f"SELECT seq, created_at FROM {p}entries WHERE session = ? AND log = ? AND id = ?",
         "delete_entry": f"DELETE FROM {p}entries WHERE session = ? AND log = ? AND seq = ?",
         "insert_chunk": f"INSERT INTO {p}entries ({_ENTRY}, session, log) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "insert_entry": (  # a new entry in one row: literals for part and id, two parameters fewer per row
+            f"INSERT INTO {p}entries ({_ENTRY}, session, log) VALUES (?, 0, NULL, ?, ?, ?, ?)"
+        ),
         "write_batch": _WRITE_BATCH.format(p=p),
         "append_new": _APPEND_NEW.format(p=p),
         "append_one": _APPEND_ONE.format(p=p),

@@ -286,9 +286,8 @@ class HarnessStore:
         last, now = end, now_ms()
         if all(entry_id is None and len(data) <= self.chunk_size for entry_id, data, _ in pending):
             # the usual append, new entries of one row each: their rows in one pass
-            rows = [(start + k, 0, None, data, now if at is None else at, *key)
-                    for k, (_, data, at) in enumerate(pending, 1)]
-            tx.many(self._sql.insert_chunk, rows)
+            rows = [(start + k, data, now if at is None else at, *key) for k, (_, data, at) in enumerate(pending, 1)]
+            tx.many(self._sql.insert_entry, rows)
             tx.run(self._sql.set_end, (*key, start + len(rows)))
             return start + len(rows)
         queued: list[Row] = []
