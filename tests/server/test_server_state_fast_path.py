@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from server_helpers import bearer, token
 from starlette.routing import Match, Route
 
+from keepstate.platform.state import StateApi
 from keepstate.server.app import create_app
 from keepstate.server.state_routes import match_state_route
 
@@ -141,3 +142,46 @@ async def test_a_token_ended_elsewhere_is_refused_before_its_request_is_judged(
         for path in ("/v0/state/session/k", "/v0/state/run/a b", "/v0/state/nowhere/k", "/v0/state/run/k"):
             answer = await client.get(path, headers=headers)
             assert answer.status_code == 401 and answer.json()["error"] == "unauthorized", (path, answer.text)
+
+
+async def test_a_bug_on_the_short_cut_is_a_logged_500_in_the_api_shape(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app("memory://", bootstrap_admin=True, admin_key=ROOT)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client,
+    ):
+        inv = await _claim(client)
+
+        async def broken(*args: object) -> None:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(StateApi, "get_as", broken)
+        answer = await client.get("/v0/state/run/k", headers=token(inv["token"]))
+        assert answer.status_code == 500 and answer.json() == {"error": "internal", "message": "internal server error"}
+        assert "internal error on GET /v0/state/run/k" in caplog.text
+        metrics = (await client.get("/metrics")).text
+        assert 'keepstate_http_requests_total{method="GET",route="/v0/state/{scope}/{key}",status="500"} 1.0' in metrics
+
+
+async def test_a_client_gone_mid_body_gets_no_answer_and_is_counted() -> None:
+    app = create_app("memory://", bootstrap_admin=True, admin_key=ROOT)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:
+            inv = await _claim(client)
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http", "method": "PUT", "path": "/v0/state/run/k", "root_path": "", "query_string": b"",
+            "headers": [(b"x-agentos-run-token", inv["token"].encode()), (b"content-length", b"20")],
+        }
+        await app(scope, receive, send)
+        assert sent == []
+        assert app.state.metrics.requests.series[("/v0/state/{scope}/{key}", "PUT", 499)].count == 1
