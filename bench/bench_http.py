@@ -29,7 +29,7 @@ from serverproc import free_port, running_server, stop  # noqa: E402
 
 CONNECTIONS = 32
 SECONDS = float(os.environ.get("KEEPSTATE_BENCH_SECONDS", "3"))
-ROUNDS = 3
+ROUNDS = 5
 WARMUP = 1.0
 
 BARE_APP = r'''
