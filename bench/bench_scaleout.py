@@ -116,14 +116,13 @@ def _reading(one: dict[str, dict[str, float]], two: dict[str, dict[str, float]])
     get, put = (two[c]["rps"] / one[c]["rps"] for c in CALLS)
     return (
         f"Two servers gave {get:.2f}x the GET and {put:.2f}x the PUT throughput of one. This is not a scaling "
-        f"curve: on {os.cpu_count()} cores one server process already shares the CPUs with PostgreSQL and the load "
-        "generators, so a second process adds no CPU, only a second event loop, a second connection pool (more "
-        "PostgreSQL backends) and more context switches; a ratio below 1 is that overhead on a saturated machine. "
-        "A GET is one PostgreSQL round trip (the run token's check and the value in one statement), a PUT two (the "
-        "token's check, then the write), so one server is bound by psycopg's per-query CPU and the round trips, "
-        "not by locks. Whether two servers on two "
-        "machines double the throughput needs two machines to measure; what holds on any number of them is "
-        "correctness (tests/test_many_servers.py). A PUT also waits for the previous write of its key to commit "
+        f"curve: the load generators, the servers and PostgreSQL share this machine's {os.cpu_count()} cores. Where "
+        "one server leaves CPU idle while its requests wait on PostgreSQL, a second one puts it to work (a ratio "
+        "above 1); where the machine is already saturated, a second process adds only its overhead (a second "
+        "event loop and pool, more context switches: a ratio below 1). A GET is one PostgreSQL round trip (the run "
+        "token's check and the value in one statement), a PUT two (the token's check, then the write). Whether N "
+        "servers on N machines give N times one needs those machines to measure; what holds on any number of them "
+        "is correctness (tests/test_many_servers.py). A PUT also waits for the previous write of its key to commit "
         "(row lock + WAL flush), so each load generator writes its own key."
     )
 
