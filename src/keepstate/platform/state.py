@@ -65,8 +65,8 @@ class StateApi:
     async def get_as(self, platform: Platform, token: str | None, kind: str, key: str) -> Entry:
         """The server's hot read, a run token's GET: ``authenticate_run`` then ``get``, except that once
         the token's caller is known, its validity and the value come from one store read
-        (``PlatformRepo.token_lease_and_get``: one statement on SQLite and PostgreSQL), which is a
-        third of a GET's time saved on SQLite. A dead token still answers 401 before anything else."""
+        (``PlatformRepo.token_lease_and_get``: one statement on SQLite and PostgreSQL), a store read
+        or round trip fewer per GET. A dead token still answers 401 before anything else."""
         token_hash, caller = platform.known_run_caller(token)
         if caller is None:
             caller = await platform.authenticate_run(token)
