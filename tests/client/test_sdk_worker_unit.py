@@ -17,9 +17,11 @@ from keepstate.client import AsyncInvocation, AsyncWorker, Invocation, Worker
 class FakeServer:
     """Hands out queued claims, then 204; records what each invocation reported."""
 
-    def __init__(self, *claims: dict[str, Any], lease: float = 30.0, cancel: bool = False) -> None:
+    def __init__(
+        self, *claims: dict[str, Any], lease: float = 30.0, cancel: bool = False, lease_gone: bool = False
+    ) -> None:
         self.queue = [self.claim(n, **c) for n, c in enumerate(claims)]
-        self.lease, self.cancel = lease, cancel
+        self.lease, self.cancel, self.lease_gone = lease, cancel, lease_gone
         self.reports: dict[str, tuple[str, Any]] = {}
         self.heartbeats = 0
         self.claim_bodies: list[Any] = []
@@ -41,6 +43,8 @@ class FakeServer:
             assert request.headers["x-agentos-run-token"] == "t" + inv[1:]
             if action == "heartbeat":
                 self.heartbeats += 1
+                if self.lease_gone:  # as the server answers once the invocation's lease ran out
+                    return httpx.Response(401, json={"error": "unauthorized", "message": "lease ran out"})
                 return httpx.Response(200, json={"lease_seconds": self.lease, "cancel_requested": self.cancel})
             self.reports[inv] = (action, json.loads(request.content))
             return httpx.Response(200, json={})
@@ -233,3 +237,39 @@ async def test_async_worker_sigterm_finishes_the_current_invocation_first() -> N
     assert await worker.run() == 1
     assert fake.reports == {"i0": ("complete", {"output": "finished"})}
     assert len(fake.queue) == 1
+
+
+def test_a_refused_heartbeat_marks_the_lease_lost_and_stops_beating() -> None:
+    fake = FakeServer({"lease_seconds": 0.15}, lease_gone=True)
+    worker = worker_for(fake)
+
+    @worker.agent("echo")
+    def wait_for_loss(inv: Invocation) -> bool:
+        deadline = time.monotonic() + 3
+        while not inv.lease_lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # long enough for two more beats, had it not stopped
+        return inv.lease_lost
+
+    assert worker.run(stop_after=1) == 1
+    assert fake.reports["i0"] == ("complete", {"output": True})
+    assert fake.heartbeats == 1
+
+
+async def test_an_async_refused_heartbeat_marks_the_lease_lost_and_stops_beating() -> None:
+    import asyncio
+
+    fake = FakeServer({"lease_seconds": 0.15}, lease_gone=True)
+    worker = AsyncWorker("http://ks.test", key="wk", claim_wait=0, transport=httpx.MockTransport(fake))
+
+    @worker.agent("echo")
+    async def wait_for_loss(inv: AsyncInvocation) -> bool:
+        deadline = time.monotonic() + 3
+        while not inv.lease_lost and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        return inv.lease_lost
+
+    assert await worker.run(stop_after=1) == 1
+    assert fake.reports["i0"] == ("complete", {"output": True})
+    assert fake.heartbeats == 1

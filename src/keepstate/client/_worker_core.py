@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .. import values
-from ..errors import InvalidValue, KeepstateError
+from ..errors import InvalidValue, KeepstateError, Unauthorized
 from . import calls
 from ._core import Call, Config
-from .invocation import HoldRequested
-from .records import Claim
+from .invocation import HoldRequested, _Facts
+from .records import Claim, Heartbeat
 
 log = logging.getLogger("keepstate.worker")
 
@@ -25,6 +26,44 @@ DEFAULT_CLAIM_WAIT = 10.0
 """Seconds one claim long-poll waits; also the longest a stop waits for an idle worker."""
 FATAL = ("unauthorized", "forbidden")
 """Claim errors that no amount of waiting fixes: the worker stops and raises them."""
+
+
+class Budget:
+    """How many more invocations a ``run`` may claim (None: no limit). Thread-safe for ``Worker``'s
+    threads; on ``AsyncWorker``'s one event loop the lock is never contended."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.left, self.used = limit, 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self.left is not None and self.left <= 0:
+                return False
+            self.left = None if self.left is None else self.left - 1
+            self.used += 1
+            return True
+
+    def give_back(self) -> None:
+        with self._lock:
+            self.left = None if self.left is None else self.left + 1
+            self.used -= 1
+
+
+def heartbeat_answered(inv: _Facts, beat: Heartbeat) -> float:
+    """Mirror a heartbeat's answer onto the invocation; the seconds until the next one."""
+    inv.cancel_requested = beat.cancel_requested
+    return beat.lease_seconds / 3
+
+
+def heartbeat_failed(inv: _Facts, error: KeepstateError) -> bool:
+    """Log a failed heartbeat; True when the lease is lost (the result will be refused: stop beating)."""
+    if isinstance(error, Unauthorized):
+        inv.lease_lost = True
+        log.warning("lease lost for run %s: its result will be refused", inv.run_id)
+        return True
+    log.warning("heartbeat for run %s failed: %s", inv.run_id, error)
+    return False
 
 
 class Registry:

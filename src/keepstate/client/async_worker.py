@@ -17,39 +17,24 @@ from typing import Any
 
 import httpx
 
-from ..errors import KeepstateError, Unauthorized
+from ..errors import KeepstateError
 from . import _core, calls
 from ._async import AsyncSender
 from ._worker_core import (
     DEFAULT_CLAIM_WAIT,
     AgentRegistration,
+    Budget,
     Registry,
     WorkerSettings,
     describe,
+    heartbeat_answered,
+    heartbeat_failed,
     is_fatal,
     log,
     outcome_call,
 )
 from .invocation import AsyncInvocation, HoldRequested, async_http_state
 from .records import Claim, Run
-
-
-class AsyncBudget:
-    """How many more invocations this ``run`` may claim (None: no limit); one event loop, no lock."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.left, self.used = limit, 0
-
-    def take(self) -> bool:
-        if self.left is not None and self.left <= 0:
-            return False
-        self.left = None if self.left is None else self.left - 1
-        self.used += 1
-        return True
-
-    def give_back(self) -> None:
-        self.left = None if self.left is None else self.left + 1
-        self.used -= 1
 
 
 async def heartbeat(send: Callable[[Any], Awaitable[Any]], inv: AsyncInvocation, done: asyncio.Event) -> None:
@@ -62,15 +47,11 @@ async def heartbeat(send: Callable[[Any], Awaitable[Any]], inv: AsyncInvocation,
             return
         try:
             beat = await send(calls.heartbeat(inv.id, inv.claim.token))
-        except Unauthorized:
-            inv.lease_lost = True
-            log.warning("lease lost for run %s: its result will be refused", inv.run_id)
-            return
         except KeepstateError as error:
-            log.warning("heartbeat for run %s failed: %s", inv.run_id, error)
+            if heartbeat_failed(inv, error):
+                return
             continue
-        inv.cancel_requested = beat.cancel_requested
-        interval = beat.lease_seconds / 3
+        interval = heartbeat_answered(inv, beat)
 
 
 class AsyncWorker(AgentRegistration):
@@ -94,7 +75,7 @@ class AsyncWorker(AgentRegistration):
         agents = self._registry.names()
         self._stopping.clear()
         self._fatal = None
-        budget = AsyncBudget(stop_after)
+        budget = Budget(stop_after)
         try:
             with _graceful_signals(asyncio.get_running_loop(), self.stop):
                 await asyncio.gather(*(self._loop(agents, budget) for _ in range(self.settings.concurrency)))
@@ -134,7 +115,7 @@ class AsyncWorker(AgentRegistration):
             self._sender = AsyncSender(self.settings.config(), self._transport)
         return await self._sender.send(call)
 
-    async def _loop(self, agents: list[str], budget: AsyncBudget) -> None:
+    async def _loop(self, agents: list[str], budget: Budget) -> None:
         failures = 0
         while not self._stopping.is_set() and budget.take():
             try:

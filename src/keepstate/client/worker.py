@@ -19,42 +19,24 @@ from typing import Any
 
 import httpx
 
-from ..errors import KeepstateError, Unauthorized
+from ..errors import KeepstateError
 from . import _core, calls
 from ._sync import SyncSender
 from ._worker_core import (
     DEFAULT_CLAIM_WAIT,
     AgentRegistration,
+    Budget,
     Registry,
     WorkerSettings,
     describe,
+    heartbeat_answered,
+    heartbeat_failed,
     is_fatal,
     log,
     outcome_call,
 )
 from .invocation import HoldRequested, Invocation, http_state
 from .records import Claim, Run
-
-
-class Budget:
-    """How many more invocations this ``run`` may claim (None: no limit); thread-safe."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.left, self.used = limit, 0
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        with self._lock:
-            if self.left is not None and self.left <= 0:
-                return False
-            self.left = None if self.left is None else self.left - 1
-            self.used += 1
-            return True
-
-    def give_back(self) -> None:
-        with self._lock:
-            self.left = None if self.left is None else self.left + 1
-            self.used -= 1
 
 
 class HeartbeatThread(threading.Thread):
@@ -70,15 +52,11 @@ class HeartbeatThread(threading.Thread):
         while not self._done.wait(max(0.05, interval)):
             try:
                 beat = self._send(calls.heartbeat(self._inv.id, self._inv.claim.token))
-            except Unauthorized:
-                self._inv.lease_lost = True
-                log.warning("lease lost for run %s: its result will be refused", self._inv.run_id)
-                return
             except KeepstateError as error:
-                log.warning("heartbeat for run %s failed: %s", self._inv.run_id, error)
+                if heartbeat_failed(self._inv, error):
+                    return
                 continue
-            self._inv.cancel_requested = beat.cancel_requested
-            interval = beat.lease_seconds / 3
+            interval = heartbeat_answered(self._inv, beat)
 
     def stop(self) -> None:
         self._done.set()
