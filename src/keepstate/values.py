@@ -78,10 +78,9 @@ def encode_all(values: Sequence[Any]) -> list[bytes]:
         return [encode(value) for value in values]
     joined = b"[" + b",".join(out) + b"]"
     if (
-        _NUL_ESCAPE in joined
-        or _has_long_digits(joined)
-        or (joined.count(b"[") + joined.count(b"{") > MAX_DEPTH + 1  # only then look at each
-            and any(data.count(b"[") + data.count(b"{") > MAX_DEPTH for data in out))
+        _bad_bytes(joined)
+        or (_nesting_bound(joined) > MAX_DEPTH + 1  # only then look at each
+            and any(_nesting_bound(data) > MAX_DEPTH for data in out))
         or orjson.loads(joined) != list(values)
     ):
         return [encode(value) for value in values]
@@ -140,11 +139,17 @@ def check_size(size: int, what: str = "value") -> None:
 
 def _suspicious(data: bytes, max_depth: int = MAX_DEPTH) -> bool:
     """Cheap byte scans that clear almost every good value without a Python walk."""
-    return (
-        _NUL_ESCAPE in data
-        or _has_long_digits(data)
-        or data.count(b"[") + data.count(b"{") > max_depth
-    )
+    return _bad_bytes(data) or _nesting_bound(data) > max_depth
+
+
+def _bad_bytes(data: bytes) -> bool:
+    """An escaped NUL, or a run of digits that may be an integer past 64 bits."""
+    return _NUL_ESCAPE in data or _has_long_digits(data)
+
+
+def _nesting_bound(data: bytes) -> int:
+    """An upper bound of the JSON's nesting depth: every array and object opened."""
+    return data.count(b"[") + data.count(b"{")
 
 
 def _has_long_digits(data: bytes) -> bool:

@@ -164,9 +164,9 @@ def encode_entries(entries: Sequence[object]) -> list[tuple[str | None, bytes]]:
         ids.append(None if entry.id is None else check_id(entry.id, "entry id"))
         values.append(entry.data)
     datas = encode_all(values)
-    if datas and max(map(len, datas)) > MAX_ENTRY_BYTES:
-        size = max(map(len, datas))
-        raise InvalidRequest(f"log entry is {size} bytes, over the limit of {MAX_ENTRY_BYTES}")
+    largest = max(map(len, datas), default=0)
+    if largest > MAX_ENTRY_BYTES:
+        raise InvalidRequest(f"log entry is {largest} bytes, over the limit of {MAX_ENTRY_BYTES}")
     return list(zip(ids, datas, strict=True))
 
 

@@ -310,8 +310,6 @@ class HarnessStore:
         return last
 
     def _chunk_rows(self, key: tuple[str, str], seq: int, entry_id: str | None, data: bytes, at: int) -> list[Row]:
-        if len(data) <= self.chunk_size:  # the usual entry: one row
-            return [(seq, 0, entry_id, data, at, *key)]
         return [(seq, part, entry_id if part == 0 else None, chunk, at, *key)
                 for part, chunk in enumerate(split_chunks(data, self.chunk_size))]
 
