@@ -10,7 +10,7 @@ import pytest
 
 from keepstate.errors import InvalidKey, InvalidRequest, InvalidValue, TooLarge, Unavailable
 from keepstate.harness import Done, LogAppend, Unanswered, open_harness_store
-from keepstate.harness.records import join_chunks, split_chunks
+from keepstate.harness.records import MAX_ENTRY_BYTES, join_chunks, split_chunks
 from keepstate.values import MAX_VALUE_BYTES
 
 
@@ -120,6 +120,15 @@ def test_values_follow_keepstates_json_rules() -> None:
         with pytest.raises(InvalidValue):
             store.append("s", "log", [LogAppend({"ok": 1}), LogAppend({1, 2})])
         assert store.sessions() == [] and store.operations() == [] and store.end("s", "log") == 0
+
+
+def test_an_entry_past_the_entry_limit_is_refused_and_nothing_of_its_append_is_written() -> None:
+    with open_harness_store("memory://") as store:
+        huge = "x" * MAX_ENTRY_BYTES  # with its quotes, two bytes past the limit
+        with pytest.raises(InvalidRequest, match="over the limit"):
+            store.append("s", "log", [LogAppend("fits"), LogAppend(huge)])
+        assert store.end("s", "log") == 0
+        assert store.append("s", "log", [LogAppend(huge[:-2])]) == 1  # exactly at the limit
 
 
 def test_outcomes_and_entries_must_be_the_store_types() -> None:
