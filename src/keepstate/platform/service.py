@@ -27,6 +27,13 @@ RUN_CALLER_LIMIT = 10_000
 """How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
 
 
+def require_run_token(token: str | None) -> str:
+    """The run token of a request, or 401 when it sent none."""
+    if not token:
+        raise Unauthorized("missing run token: send x-agentos-run-token")
+    return token
+
+
 def lease_alive(lease_until: int | None) -> bool:
     """Whether a run token's freshly read lease end (None: its invocation is not running) is still ahead."""
     return lease_until is not None and lease_until >= now_ms()
@@ -71,6 +78,7 @@ class Platform:
         server process sharing the store may end the invocation at any moment. The kept caller's
         ``run.lease_until`` is as first read: the lease is only ever judged from the fresh read.
         """
+        token = require_run_token(token)
         token_hash, caller = self.known_run_caller(token)
         if caller is not None:
             lease_until = await self.repo.token_lease(token_hash)
@@ -81,21 +89,19 @@ class Platform:
         if ctx is None or not lease_alive(ctx.lease_until):
             await self.reject_run_token(token, token_hash, None if ctx is None else ctx.lease_until)
         assert ctx is not None
-        return self._remember_run_caller(str(token), token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
+        return self._remember_run_caller(token, token_hash, Caller(ctx.env, "run", ctx.owner, ctx))
 
-    def known_run_caller(self, token: str | None) -> tuple[str, Caller | None]:
+    def known_run_caller(self, token: str) -> tuple[str, Caller | None]:
         """The token's hash, and its caller if this process already knows it (not yet a validity check).
 
         Kept callers are looked up by the token itself, as a session cache would: hashing it on
         every request was a measurable share of a state GET, and the hash is kept with the caller."""
-        if not token:
-            raise Unauthorized("missing run token: send x-agentos-run-token")
         known = self._run_callers.get(token)
         return known if known is not None else (auth.hash_secret(token), None)
 
-    async def reject_run_token(self, token: str | None, token_hash: str, lease_until: int | None) -> NoReturn:
+    async def reject_run_token(self, token: str, token_hash: str, lease_until: int | None) -> NoReturn:
         """Forget a dead token and raise 401; a lease that ran out also sweeps (its run is interrupted now)."""
-        self._run_callers.pop(token or "", None)
+        self._run_callers.pop(token, None)
         if lease_until is None:
             raise Unauthorized("run token is not valid: its invocation is not running")
         await self.repo.expire(now_ms())

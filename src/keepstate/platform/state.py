@@ -15,7 +15,7 @@ from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotF
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import SCOPE_KINDS, Backend, Entry
 from .models import RunContext
-from .service import Platform, lease_alive
+from .service import Platform, lease_alive, require_run_token
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 NAMESPACE_CACHE = 4096
@@ -67,6 +67,7 @@ class StateApi:
         the token's caller is known, its validity and the value come from one store read
         (``PlatformRepo.token_lease_and_get``: one statement on SQLite and PostgreSQL), a store read
         or round trip fewer per GET. A dead token still answers 401 before anything else."""
+        token = require_run_token(token)
         token_hash, caller = platform.known_run_caller(token)
         if caller is None:
             caller = await platform.authenticate_run(token)
