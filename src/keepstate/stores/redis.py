@@ -44,13 +44,22 @@ local function push(list, from)
 end
 """
 
+_GUARD = """
+-- The header of KEYS[1] (HMGET v, k), its kind, its current version (0 when absent or deleted),
+-- and whether if_version ('' for none) holds: the check that PUT and DELETE share.
+local function guard(if_version)
+  local h = redis.call('HMGET', KEYS[1], 'v', 'k')
+  local kind = h[2] or 'd'
+  local current = 0
+  if kind ~= 'd' then current = tonumber(h[1]) end
+  return h, kind, current, if_version == '' or tonumber(if_version) == current
+end
+"""
+
 # KEYS: header, list, index. ARGV: key, data, if_version ('' for none). Returns {ok, version}.
-PUT = """
-local h = redis.call('HMGET', KEYS[1], 'v', 'k')
-local kind = h[2] or 'd'
-local current = 0
-if kind ~= 'd' then current = tonumber(h[1]) end
-if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= current then return {0, current} end
+PUT = _GUARD + """
+local h, kind, current, holds = guard(ARGV[3])
+if not holds then return {0, current} end
 if kind == 'l' then redis.call('DEL', KEYS[2]); redis.call('HDEL', KEYS[1], 's', 'n') end
 if kind == 'd' then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
 local version = (tonumber(h[1]) or 0) + 1
@@ -91,12 +100,9 @@ return 1
 """
 
 # KEYS: header, list, index. ARGV: key, if_version ('' for none). Returns {ok, deleted or current version}.
-DELETE = """
-local h = redis.call('HMGET', KEYS[1], 'v', 'k')
-local kind = h[2] or 'd'
-local current = 0
-if kind ~= 'd' then current = tonumber(h[1]) end
-if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= current then return {0, current} end
+DELETE = _GUARD + """
+local h, kind, current, holds = guard(ARGV[2])
+if not holds then return {0, current} end
 if kind == 'd' then return {1, 0} end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'k', 'd')
