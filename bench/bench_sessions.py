@@ -12,30 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from keepstate.sessions import SessionState, SessionStore, open_session_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serverproc import reachable
 
 PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 SECONDS = 1.2  # per measurement
 PARALLEL = 16
-
-
-def _reachable(url: str, port: int) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @asynccontextmanager
@@ -114,8 +108,8 @@ async def _measure(store: SessionStore) -> dict[str, float]:
 async def _all() -> list[tuple[str, dict[str, float] | None]]:
     results: list[tuple[str, dict[str, float] | None]] = []
     for backend in ("memory", "sqlite", "postgres", "redis"):
-        if (backend == "postgres" and not _reachable(PG_URL, 5432)) or (
-            backend == "redis" and not _reachable(REDIS_URL, 6379)
+        if (backend == "postgres" and not reachable(PG_URL, 5432)) or (
+            backend == "redis" and not reachable(REDIS_URL, 6379)
         ):
             results.append((backend, None))
             continue

@@ -12,13 +12,14 @@ dropped afterwards.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pytest
+
+from serverproc import reachable
 
 PG_ADMIN_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -26,18 +27,9 @@ REQUIRE_SERVICES = os.environ.get("KEEPSTATE_REQUIRE_SERVICES") == "1"
 BACKENDS = ("memory", "sqlite", "postgres", "redis")
 
 
-def _reachable(url: str, default_port: int) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def need_service(name: str, url: str, default_port: int) -> None:
     """Skip (or, under KEEPSTATE_REQUIRE_SERVICES=1, fail) when a service is absent."""
-    if _reachable(url, default_port):
+    if reachable(url, default_port):
         return
     message = f"{name} is not reachable at {url}"
     if REQUIRE_SERVICES:

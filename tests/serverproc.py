@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -39,6 +40,16 @@ class ServerInfo:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def reachable(url: str, default_port: int) -> bool:
+    """Whether something listens at ``url``'s host and port (``default_port`` when it names none)."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def free_port() -> int:
