@@ -18,6 +18,7 @@ import pytest
 import keepstate
 from keepstate.stores import open_backend
 from keepstate.stores.base import Backend
+from keepstate.stores.postgres_db import CHECK_IDLE_S
 from private_services import PrivatePostgres, PrivateRedis, private_pg, private_redis
 
 __all__ = ["private_pg", "private_redis"]  # fixtures, used by name
@@ -86,6 +87,21 @@ async def test_postgres_down_means_unavailable_and_back_means_working(private_pg
         assert entry is not None and (entry.data, entry.version) == (b"1", 1)  # committed = kept
         assert await backend.put(NS, "k", b"3", if_version=1) == 2
         assert await backend.append(NS, "log", [b"1"]) == (2, 2)
+    finally:
+        await backend.aclose()
+
+
+async def test_a_connection_broken_while_unused_is_replaced_before_its_next_call(private_pg: PrivatePostgres) -> None:
+    """PostgreSQL restarts while nobody calls: the pooled connection is dead but nobody saw it die.
+    It sat unused past CHECK_IDLE_S, so the pool checks it before handing it out: the next call works."""
+    backend = await open_backend(private_pg.url)
+    try:
+        assert await backend.put(NS, "k", b"1") == 1
+        private_pg.stop()
+        private_pg.start()
+        time.sleep(CHECK_IDLE_S + 0.2)
+        entry = await backend.get(NS, "k")  # the first call after the restart, not a retry
+        assert entry is not None and entry.data == b"1"
     finally:
         await backend.aclose()
 
