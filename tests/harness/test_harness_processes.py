@@ -177,6 +177,27 @@ def test_a_clear_racing_appends_leaves_positions_from_1_without_gaps(backend_url
         assert mine == list(range(n - len(mine), n))  # a suffix: a clear never leaves an older one behind
 
 
+def _append_or_delete_session(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
+    for i in range(n):
+        if me == 0:
+            store.delete_session(S)
+        else:
+            store.append(S, "gone", [LogAppend({"w": me, "i": i})])
+
+
+def test_a_session_deleted_while_appends_race_leaves_its_log_numbered_from_1(backend_url: str) -> None:
+    """Each delete takes the log with it, often before its next append creates it again: what
+    survives the last delete is numbered from 1, whichever side won each race."""
+    n = 150
+    with open_harness_store(backend_url):
+        pass
+    run_workers(backend_url, _append_or_delete_session, n)
+    with open_harness_store(backend_url) as store:
+        entries = store.read(S, "gone")
+        assert store.end(S, "gone") == len(entries)
+    assert [entry.seq for entry in entries] == list(range(1, len(entries) + 1))
+
+
 def _open_fresh(store: HarnessStore, me: int, barrier: Barrier, arg: None) -> int:
     return store.enqueue(session=S, id=f"op-{me}", input=None).record.seq
 

@@ -172,7 +172,9 @@ class Sql:
     session: str
     sessions: str
     set_session_state: str
-    delete_session: tuple[str, ...]
+    delete_operations: str
+    logs_of_session: str
+    delete_session: str
     enqueue: str
     operation: str
     operations: str
@@ -198,7 +200,7 @@ class Sql:
 
     @classmethod
     def build(cls, p: str, dialect: Dialect) -> Sql:
-        texts = {name: _param(text, dialect) for name, text in _texts(p).items()}
+        texts = {name: _param(text, dialect) for name, text in _texts(p, dialect).items()}
         return cls(dialect, **texts)  # type: ignore[arg-type]
 
     def operations_where(self, session: bool, statuses: int) -> str:
@@ -216,7 +218,7 @@ def _param(text: str | tuple[str, ...], dialect: Dialect) -> str | tuple[str, ..
     return text.replace("?", "%s") if dialect == "postgres" else text
 
 
-def _texts(p: str) -> dict[str, str | tuple[str, ...]]:
+def _texts(p: str, dialect: Dialect) -> dict[str, str | tuple[str, ...]]:
     return {
         "create_session": (
             f"INSERT INTO {p}sessions ({_SESSION}) VALUES (?, ?, ?, ?, ?) "
@@ -225,12 +227,11 @@ def _texts(p: str) -> dict[str, str | tuple[str, ...]]:
         "session": f"SELECT {_SESSION} FROM {p}sessions WHERE id = ?",
         "sessions": f"SELECT {_SESSION} FROM {p}sessions ORDER BY created_at, id",
         "set_session_state": f"UPDATE {p}sessions SET state = ?, updated_at = ? WHERE id = ?",
-        "delete_session": (
-            f"DELETE FROM {p}operations WHERE session = ?",
-            f"DELETE FROM {p}logs WHERE session = ?",
-            f"DELETE FROM {p}entries WHERE session = ?",
-            f"DELETE FROM {p}sessions WHERE id = ?",
+        "delete_operations": f"DELETE FROM {p}operations WHERE session = ?",
+        "logs_of_session": (  # PostgreSQL: lock the heads, so appends to these logs wait for the delete
+            f"SELECT log FROM {p}logs WHERE session = ?" + (" FOR UPDATE" if dialect == "postgres" else "")
         ),
+        "delete_session": f"DELETE FROM {p}sessions WHERE id = ?",
         "enqueue": (
             f"INSERT INTO {p}operations (session, id, status, input, meta, result, reason, created_at, settled_at) "
             "VALUES (?, ?, 'queued', ?, ?, 'null', NULL, ?, NULL) "

@@ -126,8 +126,10 @@ class HarnessStore:
         """Delete a session with its operations and logs; False when there was no such session."""
         check_id(id, "session id")
         with self._db.transaction() as tx:
-            counts = [tx.run(statement, (id,)) for statement in self._sql.delete_session]
-        return counts[-1] > 0
+            tx.run(self._sql.delete_operations, (id,))
+            for (log,) in tx.rows(self._sql.logs_of_session, (id,)):
+                self._clear(tx, (id, log))
+            return tx.run(self._sql.delete_session, (id,)) > 0
 
     # ── Operations ───────────────────────────────────────────────────────────
 
@@ -232,8 +234,18 @@ class HarnessStore:
         """Empty a session's log; its positions start again from 1."""
         key = self._check_log(session, log)
         with self._db.transaction() as tx:
-            for statement in self._sql.clear:
-                tx.run(statement, key)
+            self._clear(tx, key)
+
+    def _clear(self, tx: Tx, key: tuple[str, str]) -> None:
+        """Delete one log, head row and entries, its head taken first (created if the log has none).
+
+        Appends in flight on the log finish before the deletes, and later ones wait for them. On
+        PostgreSQL an append could otherwise create the head row between the two deletes: its first
+        entry would go while its head stayed, and the log would go on from 2. A log that
+        ``delete_session`` did not list (created meanwhile) is left whole: its append came after."""
+        tx.rows(self._sql.lock_log, key)
+        for statement in self._sql.clear:
+            tx.run(statement, key)
 
     def copy(self, source: str, target: str, log: str) -> None:
         """Append ``source``'s log to the end of ``target``'s, keeping ids and creation times.
