@@ -228,8 +228,8 @@ def _texts(p: str, dialect: Dialect) -> dict[str, str | tuple[str, ...]]:
         "sessions": f"SELECT {_SESSION} FROM {p}sessions ORDER BY created_at, id",
         "set_session_state": f"UPDATE {p}sessions SET state = ?, updated_at = ? WHERE id = ?",
         "delete_operations": f"DELETE FROM {p}operations WHERE session = ?",
-        "logs_of_session": (  # PostgreSQL: lock the heads, so appends to these logs wait for the delete
-            f"SELECT log FROM {p}logs WHERE session = ?" + (" FOR UPDATE" if dialect == "postgres" else "")
+        "logs_of_session": (  # PostgreSQL: lock the heads (in one order: no deadlock), so appends wait
+            f"SELECT log FROM {p}logs WHERE session = ? ORDER BY log" + (" FOR UPDATE" if dialect == "postgres" else "")
         ),
         "delete_session": f"DELETE FROM {p}sessions WHERE id = ?",
         "enqueue": (
