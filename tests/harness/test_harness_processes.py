@@ -153,20 +153,25 @@ def test_appends_from_several_processes_get_distinct_positions_and_unique_ids(ba
         assert [entry.data["i"] for entry in plain if entry.data["w"] == me] == list(range(n))
 
 
-def _append_or_clear(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
+def _append_or_empty(store: HarnessStore, me: int, barrier: Barrier, arg: tuple[int, str]) -> None:
+    n, how = arg
     for i in range(n):
-        if me == 0:
+        if me == 0 and how == "clear":
             store.clear(S, "cleared")
+        elif me == 0:
+            store.delete_session(S)
         else:
             store.append(S, "cleared", [LogAppend({"w": me, "i": i})])
 
 
-def test_a_clear_racing_appends_leaves_positions_from_1_without_gaps(backend_url: str) -> None:
-    """A clear is all or nothing against appends: what survives the last one is numbered from 1."""
+@pytest.mark.parametrize("how", ["clear", "delete_session"])
+def test_emptying_a_log_racing_appends_leaves_positions_from_1_without_gaps(backend_url: str, how: str) -> None:
+    """A clear (or a session delete) is all or nothing against appends: what survives the last one
+    is numbered from 1, whichever side won each race."""
     n = 150
     with open_harness_store(backend_url):
         pass
-    run_workers(backend_url, _append_or_clear, n)
+    run_workers(backend_url, _append_or_empty, (n, how))
     with open_harness_store(backend_url) as store:
         entries = store.read(S, "cleared")
         assert store.end(S, "cleared") == len(entries)
@@ -174,28 +179,7 @@ def test_a_clear_racing_appends_leaves_positions_from_1_without_gaps(backend_url
     for me in range(1, WORKERS):
         mine = [entry.data["i"] for entry in entries if entry.data["w"] == me]
         assert mine == sorted(mine)
-        assert mine == list(range(n - len(mine), n))  # a suffix: a clear never leaves an older one behind
-
-
-def _append_or_delete_session(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
-    for i in range(n):
-        if me == 0:
-            store.delete_session(S)
-        else:
-            store.append(S, "gone", [LogAppend({"w": me, "i": i})])
-
-
-def test_a_session_deleted_while_appends_race_leaves_its_log_numbered_from_1(backend_url: str) -> None:
-    """Each delete takes the log with it, often before its next append creates it again: what
-    survives the last delete is numbered from 1, whichever side won each race."""
-    n = 150
-    with open_harness_store(backend_url):
-        pass
-    run_workers(backend_url, _append_or_delete_session, n)
-    with open_harness_store(backend_url) as store:
-        entries = store.read(S, "gone")
-        assert store.end(S, "gone") == len(entries)
-    assert [entry.seq for entry in entries] == list(range(1, len(entries) + 1))
+        assert mine == list(range(n - len(mine), n))  # a suffix: emptying never leaves an older one behind
 
 
 def _open_fresh(store: HarnessStore, me: int, barrier: Barrier, arg: None) -> int:
