@@ -137,20 +137,65 @@ async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformRe
 
 
 async def test_delete_session_absent_busy_idle(repo: PlatformRepo) -> None:
-    assert await repo.delete_session(ENV, "nope") is None
+    assert await repo.delete_session(ENV, "nope", now_ms()) is None
     sid = await session(repo)
     await start(repo, new_run("chat", sid))
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid)
+        await repo.delete_session(ENV, sid, now_ms())
     claimed = await claim(repo, token="t-del")
     assert claimed is not None
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid)
+        await repo.delete_session(ENV, sid, now_ms())
     await repo.finish(claimed.invocation.id, "t-del", Outcome("complete", b"1"), now_ms())
-    assert await repo.delete_session(ENV, sid) == ["chat"]
+    assert await repo.delete_session(ENV, sid, now_ms()) == ["chat"]
     assert await repo.get_session(ENV, sid) is None
     with pytest.raises(NotFound):
         await start(repo, new_run("chat", sid))
+
+
+async def _held_run(repo: PlatformRepo, sid: str, token: str) -> Run:
+    run, _ = await start(repo, new_run("chat", sid))
+    claimed = await claim(repo, token=token)
+    assert claimed is not None and claimed.run.id == run.id
+    await repo.finish(claimed.invocation.id, token, Outcome("hold", b"null"), now_ms())
+    return run
+
+
+async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformRepo) -> None:
+    sid = await session(repo)
+    held = await _held_run(repo, sid, "t-held-del")
+    assert await repo.delete_session(ENV, sid, now_ms()) == ["chat"]
+    found = await repo.get_run(ENV, held.id)
+    assert found is not None and found.status == "cancelled"
+    assert await repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()) is None
+    await session(repo, sid, owner="k2")  # the id again, by someone else: nothing of the old one blocks it
+    _, created = await start(repo, new_run("chat", sid, owner="k2"), caller="k2")
+    assert created
+
+
+async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_deleted_session(
+    repo: PlatformRepo,
+) -> None:
+    for round_ in range(10):
+        sid = await session(repo)
+        held = await _held_run(repo, sid, f"t-race-{round_}")
+        decided, deleted = await asyncio.gather(
+            repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()),
+            repo.delete_session(ENV, sid, now_ms()),
+            return_exceptions=True,
+        )
+        run = await repo.get_run(ENV, held.id)
+        assert run is not None
+        if isinstance(deleted, SessionBusy):  # the decision came first: the resume is queued, the session kept
+            assert decided is not None and run.status == "queued"
+            assert await repo.get_session(ENV, sid) is not None
+        else:  # the delete came first: the run is cancelled and no resume was queued
+            assert deleted == ["chat"] and decided is None and run.status == "cancelled"
+            assert await claim(repo) is None
+        resume = await claim(repo)
+        if resume is not None:
+            await repo.finish(resume.invocation.id, resume.invocation.token_hash or "", Outcome("complete", b"1"),
+                              now_ms())
 
 
 # ---------------------------------------------------------------- runs

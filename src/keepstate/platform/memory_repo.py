@@ -82,12 +82,15 @@ class MemoryRepo(PlatformRepo):
         ]
         return sorted(found, key=lambda s: s.seq)[:limit]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         if (env, session_id) not in self._sessions:
             return None
         if self._session_busy(env, session_id):
             raise SessionBusy(f"session {session_id!r} has a queued or running run")
         del self._sessions[(env, session_id)]
+        for run in list(self._runs.values()):
+            if (run.env, run.session_id, run.status) == (env, session_id, "held"):
+                self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
         return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
 
     def _session_busy(self, env: str, session_id: str) -> bool:

@@ -139,13 +139,14 @@ class PostgresRepo(PlatformRepo):
         rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
         return [sql.session_from_row(row) for row in rows]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         async with self._conn() as conn, conn.transaction():
             if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
                 return None
             cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
             if cur.rowcount == 0:
                 raise SessionBusy(f"session {session_id!r} has a queued or running run")
+            await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
             rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
         return [row[0] for row in rows]
 
@@ -171,7 +172,12 @@ class PostgresRepo(PlatformRepo):
         return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
 
     async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+        """The run's session row is locked first, as ``delete_session`` does: the two serialise, so a
+        decision never queues a resume in a session deleted meanwhile."""
         async with self._conn() as conn, conn.transaction():
+            session = await (await conn.execute(pg(sql.SESSION_OF_RUN), (env, run_id))).fetchone()
+            if session is not None and session[0] is not None:
+                await conn.execute(pg_sql.LOCK_SESSION, (env, session[0]))
             row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
             if row is None:
                 return None

@@ -83,8 +83,9 @@ class PlatformRepo(ABC):
     ) -> list[Session]: ...
 
     @abstractmethod
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
-        """Delete unless a run of it is active (SessionBusy); return the agents of its runs, None if absent."""
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        """Delete unless a run of it is active (SessionBusy), cancelling its held runs in the same step;
+        return the agents of its runs, None if absent."""
 
     # runs
     @abstractmethod
@@ -102,7 +103,10 @@ class PlatformRepo(ABC):
 
     @abstractmethod
     async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
-        """held → queued with ``decision`` and a queued resume invocation; None when the run is not held."""
+        """held → queued with ``decision`` and a queued resume invocation; None when the run is not held.
+
+        Atomic against ``delete_session`` of the run's session: a decision never queues a resume in a
+        session that was deleted meanwhile (the delete cancels held runs)."""
 
     @abstractmethod
     async def cancel(self, env: str, run_id: str, now: int) -> Run | None:

@@ -188,9 +188,10 @@ class Platform:
         return page(found, limit)
 
     async def delete_session(self, caller: Caller, session_id: str) -> None:
-        """Delete the session and its session-scope state of every agent that ran in it."""
+        """Delete the session, cancel its held runs, and drop its session-scope state of every agent
+        that ran in it: an id created again later, by anyone, starts empty."""
         await self.get_session(caller, session_id)
-        agents = await self.repo.delete_session(caller.env, session_id)
+        agents = await self.repo.delete_session(caller.env, session_id, now_ms())
         if agents is None:
             raise NotFound(f"no session {session_id!r}")
         for agent in agents:

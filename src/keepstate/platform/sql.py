@@ -76,6 +76,11 @@ DELETE_IDLE_SESSION = (
     "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
 )
 SESSION_AGENTS = "SELECT DISTINCT agent FROM ks_runs WHERE env = ? AND session_id = ? ORDER BY agent"
+CANCEL_HELD_OF_SESSION = (
+    "UPDATE ks_runs SET status = 'cancelled', updated_at = ? WHERE env = ? AND session_id = ? AND status = 'held'"
+)
+"""A deleted session takes its held runs with it: no resume may run in a session that is gone."""
+SESSION_OF_RUN = "SELECT session_id FROM ks_runs WHERE env = ? AND id = ?"
 
 RUN_BY_IDEMPOTENCY = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND caller = ? AND idempotency_key = ?"
 _INSERT_RUN_HEAD = (

@@ -103,12 +103,13 @@ class SqliteRepo(PlatformRepo):
         rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         def write(conn: sqlite3.Connection) -> list[str] | None:
             if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
                 if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
                     return None
                 raise SessionBusy(f"session {session_id!r} has a queued or running run")
+            conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
             return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
 
         return await self.db.awrite(write)
