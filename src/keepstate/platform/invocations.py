@@ -55,6 +55,14 @@ class Invocations:
         self.platform.changed.notify()
         return Claimed(claimed.invocation, claimed.run, token, self.platform.lease_seconds)
 
+    async def authorize(self, token: str | None, invocation_id: str) -> None:
+        """401 unless ``token`` is the live run token of invocation ``invocation_id``: the check a
+        route makes before it reads a body. The call itself re-checks atomically in the store."""
+        _check_invocation_id(invocation_id)
+        caller = await self.platform.authenticate_run(token)
+        if caller.run is None or caller.run.invocation_id != invocation_id:
+            raise Unauthorized("run token is not valid for this invocation")
+
     async def heartbeat(self, token: str | None, invocation_id: str) -> dict[str, Any]:
         _check_invocation_id(invocation_id)
         now = now_ms()

@@ -23,14 +23,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import KeepstateError, Unavailable
+from ..errors import KeepstateError, NotFound, Unavailable
 from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
 from .http import json_response
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import DOCUMENT
 from .routes import ROUTES
-from .state_routes import StateRoute, match_state_route
+from .state_routes import is_state_path, match_state, respond
 
 log = logging.getLogger("keepstate.server")
 SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
@@ -64,9 +64,10 @@ async def on_keepstate_error(request: Request, error: Exception) -> Response:
 async def on_http_error(request: Request, error: Exception) -> Response:
     """Starlette's own 404 (no route) and 405 (wrong method), in the API's error shape."""
     assert isinstance(error, HTTPException)
+    if error.status_code == 405:
+        return method_not_allowed(dict(error.headers or {}).get("Allow", ""))
     code = "not_found" if error.status_code == 404 else "invalid_request"
-    headers = dict(error.headers or {})
-    return json_response({"error": code, "message": str(error.detail)}, error.status_code, headers)
+    return json_response({"error": code, "message": str(error.detail)}, error.status_code, dict(error.headers or {}))
 
 
 async def on_internal(request: Request, error: Exception) -> Response:
@@ -74,39 +75,62 @@ async def on_internal(request: Request, error: Exception) -> Response:
 
 
 class KeepstateApp(Starlette):
-    """Starlette, with the State API's requests sent straight to their routes.
+    """Starlette, with the State API's requests sent straight to their handlers.
 
     State calls are most of a server's traffic, and for them Starlette's app-wide layers (error
-    middleware, the metrics wrapper, exception middleware, the router's scan) are pure cost. A
-    request with a state route's method and path shape (``match_state_route``) is answered here
-    with the same route, error handler and metrics; anything else, including every 404, 405 and
-    HEAD, goes through Starlette as before.
+    middleware, the metrics wrapper, exception middleware, the router's scan) are pure cost. Every
+    ``/v0/state/...`` request is matched here on its raw path (``state_routes.match_state``) and
+    answered with the same error writers and metrics; anything else goes through Starlette. Outside
+    the State API no path segment may hold an encoded ``/``: every id is in the key charset, so such a
+    path names nothing (404) — and is never read as a different route after decoding.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = None
-        if scope["type"] == "http" and not scope.get("root_path"):
-            found = match_state_route(scope["method"], scope["path"])
-        if found is None:
+        if scope["type"] != "http" or scope.get("root_path"):
             await super().__call__(scope, receive, send)
             return
-        route, scope["path_params"] = found
-        scope["app"] = self
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        if is_state_path(raw_path):
+            await self._state(scope, receive, send, raw_path)
+        elif b"%2f" in raw_path.lower():
+            response = json_response({"error": "not_found", "message": "no such route"}, 404)
+            await response(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def _state(self, scope: Scope, receive: Receive, send: Send, raw_path: bytes) -> None:
         started = time.perf_counter()
-        endpoint: StateRoute = route.endpoint  # type: ignore[assignment]
+        method = scope["method"]
+        found = match_state(method, raw_path)
+        template = "unmatched" if found is None else found.shape.template
+        scope["app"] = self
         try:
-            status = await endpoint.respond(scope, receive, send)
+            if found is None:
+                raise NotFound("no such route")
+            if found.handler is None:
+                status = await send_response(method_not_allowed(found.shape.allow), scope, receive, send)
+            else:
+                status = await respond(found.handler, scope, receive, send, found.params)
         except ClientDisconnect:
             status = 499  # nobody to answer; counted under nginx's code for it
         except Exception as error:
-            method, path = scope["method"], scope["path"]
+            path = scope["path"]
             if isinstance(error, KeepstateError):
                 response = keepstate_error_response(self.state.metrics, method, path, error)
             else:
                 response = internal_response(method, path, error)
-            await response(scope, receive, send)
-            status = response.status_code
-        self.state.metrics.observe(route.path, scope["method"], status, time.perf_counter() - started)
+            status = await send_response(response, scope, receive, send)
+        self.state.metrics.observe(template, method, status, time.perf_counter() - started)
+
+
+async def send_response(response: Response, scope: Scope, receive: Receive, send: Send) -> int:
+    await response(scope, receive, send)
+    return response.status_code
+
+
+def method_not_allowed(allow: str) -> Response:
+    """405 in the API's error shape, with every method the path has."""
+    return json_response({"error": "invalid_request", "message": "Method Not Allowed"}, 405, {"Allow": allow})
 
 
 async def healthz(request: Request) -> Response:
@@ -171,7 +195,7 @@ def create_app(
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
 
     routes = [
-        *ROUTES,  # the State API first: the router tries routes in order
+        *ROUTES,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -7,6 +7,8 @@ Errors are raised as ``KeepstateError`` and written by the one handler in ``app.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -25,7 +27,7 @@ from .http import (
     query_name,
     query_seconds,
 )
-from .state_routes import STATE_ROUTES, TOKEN_HEADER
+from .state_routes import TOKEN_HEADER
 
 
 def platform(request: Request) -> Platform:
@@ -157,38 +159,52 @@ async def claim(request: Request) -> Response:
 
 
 async def heartbeat(request: Request) -> Response:
+    token, inv_id = await invocation_token(request)
     await json_object(request, optional=True)
-    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), path(request, "inv_id"))
-    return json_response(answer)
+    return json_response(await invocations(request).heartbeat(token, inv_id))
 
 
-def finisher(kind: str):  # type: ignore[no-untyped-def]
+def finisher(kind: str) -> Endpoint:
     async def finish(request: Request) -> Response:
+        token, inv_id = await invocation_token(request)
         body = await json_object(request, optional=kind != "fail")
-        inv_id = path(request, "inv_id")
-        run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), inv_id, kind, body)
+        run = await invocations(request).finish(token, inv_id, kind, body)
         return json_response({"ok": True, "run_id": run.id, "status": run.status})
 
     return finish
 
 
+async def invocation_token(request: Request) -> tuple[str, str]:
+    """The run token of an invocation call, checked before its body is read (401 whatever the body)."""
+    token, inv_id = request.headers.get(TOKEN_HEADER), path(request, "inv_id")
+    await invocations(request).authorize(token, inv_id)
+    assert token is not None
+    return token, inv_id
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def resource(route_path: str, **endpoints: Endpoint) -> Route:
+    """One route per path, dispatching on the method, so a 405 lists every method the path has."""
+    async def dispatch(request: Request) -> Response:
+        return await endpoints["GET" if request.method == "HEAD" else request.method](request)
+
+    return Route(route_path, dispatch, methods=list(endpoints), name=route_path)
+
+
 ROUTES = [
-    *STATE_ROUTES,  # raw ASGI endpoints, first: the router tries routes in order
-    Route("/v0/keys", create_key, methods=["POST"]),
-    Route("/v0/keys", list_keys, methods=["GET"]),
-    Route("/v0/keys/{key_id}", revoke_key, methods=["DELETE"]),
-    Route("/v0/sessions", create_session, methods=["POST"]),
-    Route("/v0/sessions", list_sessions, methods=["GET"]),
-    Route("/v0/sessions/{session_id}", get_session, methods=["GET"]),
-    Route("/v0/sessions/{session_id}", delete_session, methods=["DELETE"]),
-    Route("/v0/runs", start_run, methods=["POST"]),
-    Route("/v0/runs", list_runs, methods=["GET"]),
-    Route("/v0/runs/{run_id}", get_run, methods=["GET"]),
-    Route("/v0/runs/{run_id}/decision", decide_run, methods=["POST"]),
-    Route("/v0/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
-    Route("/v0/invocations/claim", claim, methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/heartbeat", heartbeat, methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/complete", finisher("complete"), methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/fail", finisher("fail"), methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/hold", finisher("hold"), methods=["POST"]),
+    resource("/v0/keys", POST=create_key, GET=list_keys),
+    resource("/v0/keys/{key_id}", DELETE=revoke_key),
+    resource("/v0/sessions", POST=create_session, GET=list_sessions),
+    resource("/v0/sessions/{session_id}", GET=get_session, DELETE=delete_session),
+    resource("/v0/runs", POST=start_run, GET=list_runs),
+    resource("/v0/runs/{run_id}", GET=get_run),
+    resource("/v0/runs/{run_id}/decision", POST=decide_run),
+    resource("/v0/runs/{run_id}/cancel", POST=cancel_run),
+    resource("/v0/invocations/claim", POST=claim),
+    resource("/v0/invocations/{inv_id}/heartbeat", POST=heartbeat),
+    resource("/v0/invocations/{inv_id}/complete", POST=finisher("complete")),
+    resource("/v0/invocations/{inv_id}/fail", POST=finisher("fail")),
+    resource("/v0/invocations/{inv_id}/hold", POST=finisher("hold")),
 ]
