@@ -1,7 +1,7 @@
-"""The ``PlatformRepo`` contract, run on every repository: memory, SQLite and PostgreSQL.
+"""The platform facet's contract, run on every store that declares one.
 
-Each test opens a fresh store with ``open_platform(url)`` and drives its ``.repo`` directly, so
-what is proven is the repository's atomicity, not the service's checks. The concurrency tests
+Each test opens a fresh store with ``open_platform(url)`` and drives its facet (``.repo``) directly,
+so what is proven is the facet's atomicity, not the service's checks. The concurrency tests
 fire many operations at once with ``asyncio.gather`` (on PostgreSQL each on its own pooled
 connection, so the database really interleaves them). No test branches on the backend.
 """
@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from backends import declaring
+from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
 from keepstate.platform import Platform, open_platform
-from keepstate.platform.models import NULL, Claimed, Invocation, KeyRecord, Run, Session, now_ms
-from keepstate.platform.repo import Outcome, PlatformRepo, RunFilter
+from keepstate.stores.base import Database, PlatformFacet
+from keepstate.stores.records import NULL, Claimed, Invocation, KeyRecord, Outcome, Run, RunFilter, Session
 
-pytestmark = pytest.mark.parametrize("backend_url", ["memory", "sqlite", "postgres"], indirect=True)
+pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 ENV = "default"
 _ids = itertools.count(1)
 
@@ -33,8 +35,13 @@ async def platform(backend_url: str) -> AsyncIterator[Platform]:
 
 
 @pytest.fixture
-def repo(platform: Platform) -> PlatformRepo:
+def repo(platform: Platform) -> PlatformFacet:
     return platform.repo
+
+
+@pytest.fixture
+def database(platform: Platform) -> Database:
+    return platform.database
 
 
 def uid(prefix: str) -> str:
@@ -51,17 +58,17 @@ def start_inv(run: Run, kind: str = "start") -> Invocation:
     return Invocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
 
 
-async def start(repo: PlatformRepo, run: Run, caller: str = "k1") -> tuple[Run, bool]:
+async def start(repo: PlatformFacet, run: Run, caller: str = "k1") -> tuple[Run, bool]:
     return await repo.start_run(run, caller, start_inv(run))
 
 
-async def session(repo: PlatformRepo, session_id: str | None = None, owner: str = "k1") -> str:
+async def session(repo: PlatformFacet, session_id: str | None = None, owner: str = "k1") -> str:
     sid = session_id or uid("ses")
     await repo.create_session(Session(ENV, sid, owner, "u1", b"{}", now_ms()))
     return sid
 
 
-async def claim(repo: PlatformRepo, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
+async def claim(repo: PlatformFacet, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
                 ) -> Claimed | None:
     now = now_ms()
     return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now)
@@ -70,7 +77,7 @@ async def claim(repo: PlatformRepo, agent: str = "chat", token: str | None = Non
 # ---------------------------------------------------------------- keys
 
 
-async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
+async def test_keys_add_find_list_revoke(repo: PlatformFacet) -> None:
     assert not await repo.has_keys()
     key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "hash-1")
@@ -88,7 +95,7 @@ async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
     assert not await repo.has_keys()
 
 
-async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformRepo) -> None:
+async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformFacet) -> None:
     keys = [KeyRecord(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
     won = await asyncio.gather(*(repo.add_first_key(key, f"first-{n}") for n, key in enumerate(keys)))
     assert sorted(won) == [False] * 7 + [True]
@@ -98,7 +105,7 @@ async def test_only_one_first_key_wins_when_servers_start_at_once(repo: Platform
     assert await repo.key_by_hash("late") is None
 
 
-async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformRepo) -> None:
+async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformFacet) -> None:
     key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "boot")
     await repo.revoke_key(ENV, key.id)
@@ -112,7 +119,7 @@ async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: Pl
 # ---------------------------------------------------------------- sessions
 
 
-async def test_sessions_create_once_get_list_and_page(repo: PlatformRepo) -> None:
+async def test_sessions_create_once_get_list_and_page(repo: PlatformFacet) -> None:
     first, created = await repo.create_session(Session(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
     assert created and (first.owner, first.user, first.metadata) == ("k1", "u1", b'{"a":1}')
     again, created = await repo.create_session(Session(ENV, "s1", "k2", None, b"{}", now_ms()))
@@ -128,7 +135,7 @@ async def test_sessions_create_once_get_list_and_page(repo: PlatformRepo) -> Non
     assert [s.id for s in await repo.list_sessions(ENV, None, None, page[-1].seq, 2)] == ["s3"]
 
 
-async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformRepo) -> None:
+async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformFacet) -> None:
     results = await asyncio.gather(*(
         repo.create_session(Session(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12)
     ))
@@ -136,24 +143,24 @@ async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformRe
     assert len({s.owner for s, _ in results}) == 1
 
 
-async def test_delete_session_absent_busy_idle(repo: PlatformRepo) -> None:
-    assert await repo.delete_session(ENV, "nope", now_ms()) is None
+async def test_delete_session_absent_busy_idle(repo: PlatformFacet, database: Database) -> None:
+    assert await database.delete_session(ENV, "nope", now_ms()) is None
     sid = await session(repo)
     await start(repo, new_run("chat", sid))
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid, now_ms())
+        await database.delete_session(ENV, sid, now_ms())
     claimed = await claim(repo, token="t-del")
     assert claimed is not None
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid, now_ms())
+        await database.delete_session(ENV, sid, now_ms())
     await repo.finish(claimed.invocation.id, "t-del", Outcome("complete", b"1"), now_ms())
-    assert await repo.delete_session(ENV, sid, now_ms()) == ["chat"]
+    assert await database.delete_session(ENV, sid, now_ms()) == ["chat"]
     assert await repo.get_session(ENV, sid) is None
     with pytest.raises(NotFound):
         await start(repo, new_run("chat", sid))
 
 
-async def _held_run(repo: PlatformRepo, sid: str, token: str) -> Run:
+async def _held_run(repo: PlatformFacet, sid: str, token: str) -> Run:
     run, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token=token)
     assert claimed is not None and claimed.run.id == run.id
@@ -161,10 +168,10 @@ async def _held_run(repo: PlatformRepo, sid: str, token: str) -> Run:
     return run
 
 
-async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformRepo) -> None:
+async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformFacet, database: Database) -> None:
     sid = await session(repo)
     held = await _held_run(repo, sid, "t-held-del")
-    assert await repo.delete_session(ENV, sid, now_ms()) == ["chat"]
+    assert await database.delete_session(ENV, sid, now_ms()) == ["chat"]
     found = await repo.get_run(ENV, held.id)
     assert found is not None and found.status == "cancelled"
     assert await repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()) is None
@@ -174,14 +181,14 @@ async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformRepo) -> N
 
 
 async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_deleted_session(
-    repo: PlatformRepo,
+    repo: PlatformFacet, database: Database,
 ) -> None:
     for round_ in range(10):
         sid = await session(repo)
         held = await _held_run(repo, sid, f"t-race-{round_}")
         decided, deleted = await asyncio.gather(
             repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()),
-            repo.delete_session(ENV, sid, now_ms()),
+            database.delete_session(ENV, sid, now_ms()),
             return_exceptions=True,
         )
         run = await repo.get_run(ENV, held.id)
@@ -201,7 +208,7 @@ async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_del
 # ---------------------------------------------------------------- runs
 
 
-async def test_start_run_one_turn_per_session(repo: PlatformRepo) -> None:
+async def test_start_run_one_turn_per_session(repo: PlatformFacet) -> None:
     sid = await session(repo)
     run, created = await start(repo, new_run("chat", sid))
     assert created and (run.status, run.session_id, run.input) == ("queued", sid, b'{"in":1}')
@@ -218,7 +225,7 @@ async def test_start_run_one_turn_per_session(repo: PlatformRepo) -> None:
         await start(repo, new_run("chat", "no-such-session"))
 
 
-async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: PlatformRepo) -> None:
+async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: PlatformFacet) -> None:
     sid = await session(repo)
     held, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token="t-hold")
@@ -235,7 +242,7 @@ async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: P
     assert (second.run.id, second.invocation.kind, second.run.decision) == (held.id, "resume", b'{"approved":true}')
 
 
-async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: PlatformRepo) -> None:
+async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: PlatformFacet) -> None:
     sid = await session(repo)
 
     async def one() -> bool:
@@ -249,7 +256,7 @@ async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: Pla
     assert len(runs) == 1
 
 
-async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformRepo) -> None:
+async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformFacet) -> None:
     first, created = await start(repo, new_run(idem="once"), caller="k1")
     again, created_again = await start(repo, new_run(idem="once"), caller="k1")
     assert created and not created_again and again.id == first.id
@@ -264,7 +271,7 @@ async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformRe
     assert (retry.id, created) == (turn.id, False)
 
 
-async def test_get_and_list_runs(repo: PlatformRepo) -> None:
+async def test_get_and_list_runs(repo: PlatformFacet) -> None:
     sid = await session(repo)
     a, _ = await start(repo, new_run("chat", sid, owner="k1"))
     b, _ = await start(repo, new_run("chat", owner="k2"))
@@ -278,7 +285,7 @@ async def test_get_and_list_runs(repo: PlatformRepo) -> None:
     assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, None, None, every[0].seq, 10))] == [b.id]
 
 
-async def test_decide_only_a_held_run(repo: PlatformRepo) -> None:
+async def test_decide_only_a_held_run(repo: PlatformFacet) -> None:
     run, _ = await start(repo, new_run())
     assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None
     assert await repo.decide(ENV, "nope", b"{}", start_inv(run, "resume"), now_ms()) is None
@@ -289,7 +296,7 @@ async def test_decide_only_a_held_run(repo: PlatformRepo) -> None:
     assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None  # once
 
 
-async def test_cancel_queued_held_running_and_done(repo: PlatformRepo) -> None:
+async def test_cancel_queued_held_running_and_done(repo: PlatformFacet) -> None:
     queued, _ = await start(repo, new_run("q"))
     cancelled = await repo.cancel(ENV, queued.id, now_ms())
     assert cancelled is not None and cancelled.status == "cancelled"
@@ -311,7 +318,7 @@ async def test_cancel_queued_held_running_and_done(repo: PlatformRepo) -> None:
     assert await repo.cancel(ENV, "nope", now_ms()) is None
 
 
-async def test_cancel_racing_claims_never_both_wins(repo: PlatformRepo) -> None:
+async def test_cancel_racing_claims_never_both_wins(repo: PlatformFacet) -> None:
     """A queued run is either cancelled (never claimed) or claimed (then only cancel_requested)."""
     runs = [(await start(repo, new_run("race")))[0] for _ in range(10)]
     claims = [claim(repo, "race") for _ in range(10)]
@@ -330,7 +337,7 @@ async def test_cancel_racing_claims_never_both_wins(repo: PlatformRepo) -> None:
 # ---------------------------------------------------------------- invocations
 
 
-async def test_claims_are_exclusive_under_concurrency(repo: PlatformRepo) -> None:
+async def test_claims_are_exclusive_under_concurrency(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("work")))[0] for _ in range(20)]
     assert await repo.has_queued(ENV, ["other", "work"]) and not await repo.has_queued(ENV, ["other"])
     results = await asyncio.gather(*(claim(repo, "work") for _ in range(40)))
@@ -342,7 +349,7 @@ async def test_claims_are_exclusive_under_concurrency(repo: PlatformRepo) -> Non
     assert not await repo.has_queued(ENV, ["work"])
 
 
-async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformRepo) -> None:
+async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformFacet) -> None:
     first, _ = await start(repo, new_run("a"))
     await start(repo, new_run("a"))
     await start(repo, new_run("b"))
@@ -351,7 +358,7 @@ async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: 
     assert claimed is not None and claimed.run.id == first.id
 
 
-async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
+async def test_token_context_heartbeat_and_finish(repo: PlatformFacet) -> None:
     sid = await session(repo)
     run, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token="t-live")
@@ -376,7 +383,7 @@ async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
     assert await repo.finish(inv_id, "t-live", Outcome("fail", b"1"), now_ms()) is None
 
 
-async def test_fail_keeps_the_error(repo: PlatformRepo) -> None:
+async def test_fail_keeps_the_error(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-f")
     assert claimed is not None
@@ -384,7 +391,7 @@ async def test_fail_keeps_the_error(repo: PlatformRepo) -> None:
     assert failed is not None and (failed.status, failed.error) == ("failed", b'{"type":"X"}')
 
 
-async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformRepo) -> None:
+async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-once")
     assert claimed is not None
@@ -393,7 +400,7 @@ async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformR
     assert sum(r is not None for r in results) == 1
 
 
-async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: PlatformRepo) -> None:
+async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("exp")))[0] for _ in range(6)]
     tokens = [f"t-exp-{i}" for i in range(6)]
     for token in tokens:
@@ -413,7 +420,7 @@ async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: P
     assert await repo.token_context("t-keep") is not None
 
 
-async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformRepo) -> None:
+async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-late", lease_ms=-1)
     assert claimed is not None
@@ -421,19 +428,19 @@ async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformRepo
     assert await repo.finish(claimed.invocation.id, "t-late", Outcome("complete", b"1"), now_ms()) is None
 
 
-async def test_ping(repo: PlatformRepo) -> None:
-    await repo.ping()
+async def test_ping(database: Database) -> None:
+    await database.ping()
 
 
 # ---------------------------------------------------------------- export and import
 
 
 async def test_dumped_rows_load_into_fresh_sqlite_and_postgres_stores(
-    repo: PlatformRepo, backend_url: str, pg_url: str, tmp_path: Path
+    repo: PlatformFacet, backend_url: str, pg_url: str, tmp_path: Path
 ) -> None:
     """Every table moves with its numbering; a store that dies with its process declares it by refusing."""
     from keepstate.errors import InvalidRequest
-    from keepstate.platform.dump import TABLES
+    from keepstate.stores.dump import TABLES
 
     await repo.add_key(KeyRecord(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
     sid = await session(repo, "moved-session")

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from server_helpers import bearer, token
 
+from backends import declaring
 from keepstate.platform.state import StateApi
 from keepstate.server.app import create_app
 from keepstate.server.state_routes import match_state
@@ -67,7 +68,7 @@ def test_an_encoded_slash_never_makes_an_action() -> None:
     assert "POST" not in found.shape.allow and found.shape.allow.startswith("GET, HEAD")
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=declaring("platform"))
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(_store_url(request), bootstrap_admin=True, admin_key=ROOT)
     async with (

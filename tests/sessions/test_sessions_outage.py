@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from sessions_support import Proxy, free_port, target_of, with_port
 
+from backends import NETWORK
 from keepstate import Unavailable
 from keepstate.sessions import InterruptedExecution, SessionManager, open_session_store
-
-NETWORK = ["postgres", "redis"]
 
 
 @pytest.mark.parametrize("backend_url", NETWORK, indirect=True)

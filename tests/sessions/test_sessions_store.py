@@ -10,16 +10,16 @@ import pytest
 from sessions_support import ALL
 
 from keepstate import InvalidKey
+from keepstate.clock import now_ms
 from keepstate.sessions import (
     LeaseLost,
     SessionLocked,
     SessionState,
     SessionStore,
-    Stored,
-    open_backend,
+    open_leases,
     open_session_store,
 )
-from keepstate.sessions.state import now_ms
+from keepstate.stores.records import Stored
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
@@ -144,7 +144,8 @@ async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) 
 
 
 async def test_stale_token_write_is_refused(backend_url: str) -> None:
-    backend = open_backend(backend_url)
+    leases = open_leases(backend_url)
+    backend = await leases.facet()
     first = await backend.acquire("f", 200)
     assert first is not None
     assert await backend.acquire("f", 200) is None  # held
@@ -163,7 +164,7 @@ async def test_stale_token_write_is_refused(backend_url: str) -> None:
     await backend.release("f", second)
     third = await backend.acquire("f", 1000)
     assert third is not None and third > second
-    await backend.close()
+    await leases.aclose()
 
 
 async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -> None:

@@ -12,15 +12,15 @@ import asyncio
 from typing import Any
 
 from .. import values
+from ..clock import now_ms
 from ..errors import InvalidRequest, Unauthorized
+from ..protocol import MAX_AGENTS, MAX_CLAIM_WAIT_S
+from ..stores.records import Claimed, Outcome, Run
 from . import auth
-from .models import Caller, Claimed, Run, now_ms
-from .repo import Outcome
+from .models import Caller
 from .service import Platform, require
 
-MAX_CLAIM_WAIT_S = 30.0
 CLAIM_POLL_S = 0.1
-MAX_AGENTS = 100
 
 
 class Invocations:

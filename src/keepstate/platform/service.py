@@ -1,8 +1,8 @@
-"""The rules of the API over a ``PlatformRepo``: who may do what, and what each call means.
+"""The rules of the API over a store's platform facet: who may do what, and what each call means.
 
 ``Platform`` authenticates callers, checks roles and visibility (owners see their sessions and
 runs, other members get 404, admins see their whole environment, environments never meet) and
-turns requests into the repository's atomic operations. Invocations and the State API live in
+turns requests into the facet's atomic operations. Invocations and the State API live in
 ``invocations.py`` and ``state.py``, over the same object.
 """
 
@@ -12,16 +12,15 @@ import asyncio
 from typing import Any, NoReturn
 
 from .. import values
+from ..clock import now_ms
 from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
-from ..scope import scope_namespace
-from ..stores.base import Backend
+from ..protocol import MAX_RUN_WAIT_S
+from ..stores.base import Database, PlatformFacet, StateFacet
+from ..stores.records import ACTIVE, ROLES, Invocation, KeyRecord, Run, RunFilter, Session
 from . import auth
-from .models import ACTIVE, ROLES, Caller, Invocation, KeyRecord, Page, Run, Session, now_ms
+from .models import Caller, Page
 from .notify import Notifier
-from .repo import PlatformRepo, RunFilter
 
-DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
-MAX_RUN_WAIT_S = 60.0
 RUN_POLL_S = 0.25
 RUN_CALLER_LIMIT = 10_000
 """How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
@@ -42,7 +41,9 @@ def lease_alive(lease_until: int | None) -> bool:
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
-    def __init__(self, repo: PlatformRepo, state: Backend, lease_seconds: float = 30.0) -> None:
+    def __init__(self, database: Database, repo: PlatformFacet, state: StateFacet, lease_seconds: float = 30.0
+                 ) -> None:
+        self.database = database
         self.repo = repo
         self.state = state
         self.lease_seconds = lease_seconds
@@ -50,14 +51,10 @@ class Platform:
         self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
 
     async def aclose(self) -> None:
-        try:
-            await self.repo.aclose()
-        finally:
-            await self.state.aclose()
+        await self.database.aclose()
 
     async def ping(self) -> None:
-        await self.repo.ping()
-        await self.state.ping()
+        await self.database.ping()
 
     # credentials
     async def authenticate(self, authorization: str | None) -> Caller:
@@ -191,11 +188,8 @@ class Platform:
         """Delete the session, cancel its held runs, and drop its session-scope state of every agent
         that ran in it: an id created again later, by anyone, starts empty."""
         await self.get_session(caller, session_id)
-        agents = await self.repo.delete_session(caller.env, session_id, now_ms())
-        if agents is None:
+        if await self.database.delete_session(caller.env, session_id, now_ms()) is None:
             raise NotFound(f"no session {session_id!r}")
-        for agent in agents:
-            await self.state.drop(scope_namespace("session", agent, session_id, caller.env))
 
     # runs
     async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[Run, bool]:

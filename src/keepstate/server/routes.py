@@ -15,9 +15,11 @@ from starlette.routing import Route
 
 from .. import values
 from ..errors import InvalidRequest, NotFound
-from ..platform.invocations import MAX_CLAIM_WAIT_S, Invocations, check_agents
-from ..platform.models import RUN_STATUSES, Caller
-from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, MAX_RUN_WAIT_S, Platform
+from ..platform.invocations import Invocations, check_agents
+from ..platform.models import Caller
+from ..platform.service import Platform
+from ..protocol import DEFAULT_PAGE, MAX_CLAIM_WAIT_S, MAX_PAGE, MAX_RUN_WAIT_S, RUN_TOKEN_HEADER
+from ..stores.records import RUN_STATUSES
 from .http import (
     body_seconds,
     json_object,
@@ -27,7 +29,6 @@ from .http import (
     query_name,
     query_seconds,
 )
-from .state_routes import TOKEN_HEADER
 
 
 def platform(request: Request) -> Platform:
@@ -40,7 +41,7 @@ async def key_caller(request: Request) -> Caller:
 
 
 async def run_caller(request: Request) -> Caller:
-    return await platform(request).authenticate_run(request.headers.get(TOKEN_HEADER))
+    return await platform(request).authenticate_run(request.headers.get(RUN_TOKEN_HEADER))
 
 
 def path(request: Request, name: str) -> str:
@@ -91,7 +92,7 @@ async def get_session(request: Request) -> Response:
 
 async def list_sessions(request: Request) -> Response:
     caller = await key_caller(request)
-    limit = query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     found = await platform(request).list_sessions(
         caller, query_name(request, "user"), request.query_params.get("after"), limit
     )
@@ -105,7 +106,7 @@ async def delete_session(request: Request) -> Response:
 
 # runs
 async def start_run(request: Request) -> Response:
-    token = request.headers.get(TOKEN_HEADER)
+    token = request.headers.get(RUN_TOKEN_HEADER)
     caller = await (run_caller(request) if token else key_caller(request))
     run, created = await platform(request).start_run(caller, await json_object(request))
     return json_response(run.public(), 202 if created else 200)
@@ -125,7 +126,7 @@ async def list_runs(request: Request) -> Response:
         raise InvalidRequest(f"status must be one of {', '.join(RUN_STATUSES)}")
     query = {
         "session_id": query_name(request, "session_id"), "status": status,
-        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
     }
     found = await platform(request).list_runs(caller, query)
     return json_response({"runs": [r.public() for r in found.items], "next": found.next})
@@ -176,7 +177,7 @@ def finisher(kind: str) -> Endpoint:
 
 async def invocation_token(request: Request) -> tuple[str, str]:
     """The run token of an invocation call, checked before its body is read (401 whatever the body)."""
-    token, inv_id = request.headers.get(TOKEN_HEADER), path(request, "inv_id")
+    token, inv_id = request.headers.get(RUN_TOKEN_HEADER), path(request, "inv_id")
     await invocations(request).authorize(token, inv_id)
     assert token is not None
     return token, inv_id

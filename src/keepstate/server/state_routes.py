@@ -21,14 +21,14 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from ..errors import InvalidRequest
-from ..platform.models import RunContext
-from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, Platform
+from ..platform.service import Platform
 from ..platform.state import StateApi
+from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
 from ..scope import check_if_version
+from ..stores.records import RunContext
 from .http import parse_object, query_int, receive_body
 
-TOKEN_HEADER = "x-agentos-run-token"
-_TOKEN = TOKEN_HEADER.encode()
+_TOKEN = RUN_TOKEN_HEADER.encode()
 _CONTENT_LENGTH = b"content-length"
 _JSON = (b"content-type", b"application/json")
 PREFIX = "/v0/state/"
@@ -125,7 +125,7 @@ async def state_append(call: StateCall) -> bytes:
 async def state_keys(call: StateCall) -> bytes:
     run = await call.authenticate()
     params = call.query_params
-    limit = query_int(call, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = query_int(call, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     found, next_key = await call.api.keys(run, call.kind, params.get("prefix", ""), params.get("after", ""), limit)
     return orjson.dumps({"keys": [{"key": k, "version": v} for k, v in found], "next": next_key})
 

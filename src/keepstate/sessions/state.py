@@ -12,10 +12,10 @@ Times are milliseconds since the epoch (``expires_at``, fact expiry), as in the 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..clock import now_ms
 from ..errors import InvalidValue
 from ..values import decode, encode
 
@@ -35,11 +35,6 @@ _CREDENTIAL_MARKERS = (
 _CREDENTIAL_WORDS = frozenset({"auth", "oauth", "pwd", "pass", "pw", "otp", "sso", "csrf", "xsrf", "sid"})
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch."""
-    return int(time.time() * 1000)
 
 
 def is_credential_key(key: str) -> bool:

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ..errors import Unavailable
-from .migrations import pending_steps
+from ...errors import Unavailable
+from ..migrations import pending_steps
 
 try:
     import psycopg

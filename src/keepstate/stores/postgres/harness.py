@@ -1,8 +1,8 @@
-"""The harness store's PostgreSQL engine: a sync connection pool, one connection per transaction.
+"""The harness facet's engine on PostgreSQL: a sync connection pool, one connection per transaction.
 
-Built on ``keepstate.stores.postgres_db`` (pool, error translation, migrations under an advisory
-lock). Outside a transaction each statement borrows a pooled autocommit connection; inside one,
-the thread keeps its connection until the outermost transaction ends, and inner transactions are
+Built on ``db.py`` (pool, error translation, migrations under an advisory lock). Outside a
+transaction each statement borrows a pooled autocommit connection; inside one, the thread keeps its
+connection until the outermost transaction ends, and inner transactions are
 psycopg savepoints. READ COMMITTED is enough: every guard is inside the writing statement
 (``UPDATE … WHERE status = …``, ``INSERT … ON CONFLICT``), and writers of one log queue on its
 head row's lock. ``atomic`` pipelines a log append's two statements (lock the head, then write),
@@ -18,10 +18,10 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
+import psycopg_pool
 
-from ..stores.postgres_db import connection, migrate, open_pool, translate_errors
-from .engines import Row, Statement, Tx
-from .schema import Dialect
+from ..sql.engine import Dialect, Row, Statement, Tx
+from .db import connection, migrate, translate_errors
 
 
 class PostgresTx:
@@ -43,8 +43,8 @@ class PostgresTx:
 class PostgresEngine:
     dialect: Dialect = "postgres"
 
-    def __init__(self, url: str) -> None:
-        self._pool = open_pool(url)
+    def __init__(self, pool: psycopg_pool.ConnectionPool) -> None:
+        self._pool = pool
         self._local = threading.local()
 
     def _current(self) -> psycopg.Connection[Any] | None:
@@ -88,9 +88,6 @@ class PostgresEngine:
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         migrate(self._pool, component, steps)
-
-    def close(self) -> None:
-        self._pool.close()
 
 
 def _pipelined(conn: psycopg.Connection[Any], statements: Sequence[Statement]) -> list[Row]:

@@ -1,10 +1,10 @@
-"""The platform repository on PostgreSQL: many server processes sharing one database.
+"""The platform facet on PostgreSQL: many server processes sharing one database.
 
-psycopg 3 async over a pool (usually the state backend's own, so a server keeps one pool). Every
+psycopg 3 async over the database's pool (the one every facet of a process shares). Every
 operation is one statement, or one short transaction of a few statements that holds no lock
-across anything but its own statements; the SQL is ``sql.py``'s, through ``pg_sql.pg()``, and
-``pg_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on top (row locks that make the
-"other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
+across anything but its own statements; the SQL is ``sql/platform.py``'s, through
+``platform_sql.pg()``, and ``platform_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on
+top (row locks that make the "other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
 ``aconnection``; a unique violation on the idempotency index means "the first run won".
 """
 
@@ -14,14 +14,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..errors import NotFound, SessionBusy
-from ..stores.base import Backend
-from ..stores.postgres import PostgresBackend
-from ..stores.postgres_db import aconnection, amigrate, open_async_pool
-from . import dump, pg_sql, sql
-from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .pg_sql import pg
-from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Invocation,
+    KeyRecord,
+    Outcome,
+    Run,
+    RunContext,
+    RunFilter,
+    Session,
+    finished_status,
+)
+from ..sql import platform as sql
+from . import platform_sql as pg_sql
+from .db import aconnection
+from .platform_sql import pg
 
 FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
 
@@ -36,27 +48,11 @@ Conn = psycopg.AsyncConnection[Any]
 Row = tuple[Any, ...]
 
 
-class PostgresRepo(PlatformRepo):
-    """``PlatformRepo`` on one PostgreSQL database (the URL's schema, via ``search_path``)."""
+class PostgresPlatform(PlatformFacet):
+    """The platform facet on one PostgreSQL database (the URL's schema, via ``search_path``)."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> None:
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
         self.pool = pool
-        self._owns_pool = owns_pool
-
-    @classmethod
-    async def open(cls, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> PostgresRepo:
-        """The repository over ``pool``, its schema migrated (safe when several servers start at once)."""
-        await amigrate(pool, COMPONENT, pg_sql.STEPS)
-        return cls(pool, owns_pool)
-
-    @classmethod
-    async def from_url(cls, url: str) -> PostgresRepo:
-        pool = await open_async_pool(url)
-        try:
-            return await cls.open(pool, owns_pool=True)
-        except BaseException:
-            await pool.close()
-            raise
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
@@ -139,17 +135,6 @@ class PostgresRepo(PlatformRepo):
         rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
         return [sql.session_from_row(row) for row in rows]
 
-    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
-        async with self._conn() as conn, conn.transaction():
-            if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
-                return None
-            cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
-            if cur.rowcount == 0:
-                raise SessionBusy(f"session {session_id!r} has a queued or running run")
-            await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
-            rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
-        return [row[0] for row in rows]
-
     # runs
     async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
         try:
@@ -218,12 +203,6 @@ class PostgresRepo(PlatformRepo):
         row = await self._one(pg(sql.TOKEN_LEASE), (token_hash,))
         return None if row is None else int(row[0])
 
-    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
-        if not (isinstance(state, PostgresBackend) and state.pool is self.pool):
-            return await super().token_lease_and_get(token_hash, state, ns, key)
-        lease_until, entry = await state.get_with(pg(sql.TOKEN_LEASE), (token_hash,), ns, key)
-        return (None if lease_until is None else int(lease_until)), entry
-
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
         async with self._conn() as conn:
@@ -252,13 +231,6 @@ class PostgresRepo(PlatformRepo):
     async def expire(self, now: int) -> int:
         row = await self._one(pg_sql.EXPIRE, {"now": now})
         return int(row[0]) if row else 0
-
-    async def ping(self) -> None:
-        await self._one("SELECT 1")
-
-    async def aclose(self) -> None:
-        if self._owns_pool:
-            await self.pool.close()
 
     # export and import: rows as ``dump.py`` moves them, the same layout as SQLite's
     async def dump(self, table: str) -> list[dict[str, Any]]:
@@ -310,3 +282,17 @@ async def _insert_run(conn: Conn, run: Run, caller: str) -> Run:
     if row is None:
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
     return sql.run_from_row(row)
+
+
+async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs inside the caller's transaction (a step of
+    ``PostgresDatabase.delete_session``); its runs' agents, None when absent. The session row is
+    locked first, as a turn and a decision lock it, so the three serialise."""
+    if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
+        return None
+    cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
+    if cur.rowcount == 0:
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
+    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
+    return [row[0] for row in rows]

@@ -1,4 +1,4 @@
-"""SQL text of the platform repository, apart from the calls that run it (``sqlite_repo.py``).
+"""SQL text of the platform facet, apart from the calls that run it (``sqlite/platform.py``, ``postgres/platform.py``).
 
 Statements use ``?`` placeholders and standard SQL (``INSERT ... SELECT ... WHERE NOT EXISTS``,
 ``UPDATE ... RETURNING``), so a PostgreSQL repository can reuse them with ``%s``; only the DDL
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .models import Invocation, KeyRecord, Run, Session
+from ..records import Invocation, KeyRecord, Run, Session
 
 SQLITE_SCHEMA = [
     """

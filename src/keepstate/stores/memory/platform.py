@@ -1,4 +1,4 @@
-"""The platform repository in process memory, for ``memory://`` stores (tests, one-process apps).
+"""The platform facet in process memory, for ``memory://`` stores (tests, one-process apps).
 
 Every method runs to completion on the event loop thread without awaiting in between, so each
 guarded operation is atomic by construction. Nothing survives the process.
@@ -8,13 +8,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import count
+from typing import Any
 
-from ..errors import NotFound, SessionBusy
-from .models import ACTIVE, NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import InvalidRequest, NotFound, SessionBusy
+from ..base import PlatformFacet
+from ..records import (
+    ACTIVE,
+    FINISHED,
+    NULL,
+    Claimed,
+    Invocation,
+    KeyRecord,
+    Outcome,
+    Run,
+    RunContext,
+    RunFilter,
+    Session,
+    finished_status,
+)
 
 
-class MemoryRepo(PlatformRepo):
+class MemoryPlatform(PlatformFacet):
     def __init__(self) -> None:
         self._seq = count(1)
         self._keys: dict[str, tuple[KeyRecord, str]] = {}  # id -> (record, secret hash)
@@ -82,7 +96,8 @@ class MemoryRepo(PlatformRepo):
         ]
         return sorted(found, key=lambda s: s.seq)[:limit]
 
-    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+    def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
         if (env, session_id) not in self._sessions:
             return None
         if self._session_busy(env, session_id):
@@ -224,8 +239,8 @@ class MemoryRepo(PlatformRepo):
                 self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
         return len(lost)
 
-    async def ping(self) -> None:
-        return None
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
 
-    async def aclose(self) -> None:
-        return None
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")

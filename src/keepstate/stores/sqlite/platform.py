@@ -1,7 +1,7 @@
-"""The platform repository on SQLite: reads on the caller's thread, writes group-committed.
+"""The platform facet on SQLite: reads on the caller's thread, writes group-committed.
 
-Every write is a function run by ``SqliteDatabase.awrite`` in its single writer thread, inside
-one ``BEGIN IMMEDIATE`` transaction (under its own savepoint): the guards in ``sql.py`` and the
+Every write is a function run by ``SqliteFile.awrite`` in its single writer thread, inside one
+``BEGIN IMMEDIATE`` transaction (under its own savepoint): the guards in ``sql/platform.py`` and the
 few statements of one operation are atomic together, also against other processes on the file.
 """
 
@@ -11,27 +11,33 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import NotFound, SessionBusy
-from ..stores.base import Backend
-from ..stores.sqlite import AsyncSqliteBackend, read_with
-from ..stores.sqlite_db import SqliteDatabase
-from . import dump, sql
-from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Invocation,
+    KeyRecord,
+    Outcome,
+    Run,
+    RunContext,
+    RunFilter,
+    Session,
+    finished_status,
+)
+from ..sql import platform as sql
+from .db import SqliteFile
 
 T = TypeVar("T")
 COMPONENT = "platform"
 
 
-class SqliteRepo(PlatformRepo):
-    def __init__(self, db: SqliteDatabase, owns_db: bool = True) -> None:
+class SqlitePlatform(PlatformFacet):
+    def __init__(self, db: SqliteFile) -> None:
         self.db = db
-        self._owns_db = owns_db
         db.migrate(COMPONENT, sql.SQLITE_SCHEMA)
-
-    @classmethod
-    def from_url(cls, url: str) -> SqliteRepo:
-        return cls(SqliteDatabase.from_url(url))
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self.db.aread(fn)
@@ -102,17 +108,6 @@ class SqliteRepo(PlatformRepo):
         params = (env, after, owner, owner, user, user, limit)
         rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
-
-    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
-        def write(conn: sqlite3.Connection) -> list[str] | None:
-            if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
-                if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
-                    return None
-                raise SessionBusy(f"session {session_id!r} has a queued or running run")
-            conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
-            return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
-
-        return await self.db.awrite(write)
 
     # runs
     async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
@@ -185,12 +180,6 @@ class SqliteRepo(PlatformRepo):
         row = self.db.fetchone(sql.TOKEN_LEASE, (token_hash,))
         return None if row is None else int(row[0])
 
-    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
-        if not (isinstance(state, AsyncSqliteBackend) and state.db is self.db):
-            return await super().token_lease_and_get(token_hash, state, ns, key)
-        lease_until, entry = read_with(self.db, sql.TOKEN_LEASE, (token_hash,), ns, key)
-        return (None if lease_until is None else int(lease_until)), entry
-
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         def write(conn: sqlite3.Connection) -> bool | None:
             row = conn.execute(sql.HEARTBEAT, (lease_until, invocation_id, token_hash, now)).fetchone()
@@ -223,13 +212,6 @@ class SqliteRepo(PlatformRepo):
             return len(lost)
 
         return await self.db.awrite(write)
-
-    async def ping(self) -> None:
-        await self._read(lambda c: c.execute("SELECT 1").fetchone())
-
-    async def aclose(self) -> None:
-        if self._owns_db:
-            self.db.close()
 
     async def dump(self, table: str) -> list[dict[str, Any]]:
         dump.check_table(table, [])
@@ -265,3 +247,14 @@ def _insert_run(conn: sqlite3.Connection, run: Run, caller: str) -> None:
         if conn.execute(sql.GET_SESSION, (run.env, run.session_id)).fetchone() is None:
             raise NotFound(f"no session {run.session_id!r}")
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+
+
+def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs; its runs' agents, None when absent
+    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction)."""
+    if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
+        if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
+            return None
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
+    return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
