@@ -20,7 +20,16 @@ from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
 from keepstate.platform import Platform, open_platform
 from keepstate.stores.base import Database, PlatformFacet
-from keepstate.stores.records import NULL, Claimed, Invocation, KeyRecord, Outcome, Run, RunFilter, Session
+from keepstate.stores.records import (
+    NULL,
+    Claimed,
+    Outcome,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+)
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 ENV = "default"
@@ -48,28 +57,32 @@ def uid(prefix: str) -> str:
     return f"{prefix}_{next(_ids)}_{now_ms()}"
 
 
-def new_run(agent: str = "chat", session_id: str | None = None, idem: str | None = None, owner: str = "k1") -> Run:
+def new_run(
+    agent: str = "chat", session_id: str | None = None, idem: str | None = None, owner: str = "k1"
+) -> StoredRun:
     now = now_ms()
-    return Run(ENV, uid("run"), agent, owner, session_id, None, None, "queued", b'{"in":1}', now, now,
-               idempotency_key=idem)
+    return StoredRun(
+        ENV, uid("run"), agent, owner, session_id, None, None, "queued", b'{"in":1}', now, now, idempotency_key=idem
+    )
 
 
-def start_inv(run: Run, kind: str = "start") -> Invocation:
-    return Invocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
+def start_inv(run: StoredRun, kind: str = "start") -> StoredInvocation:
+    return StoredInvocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
 
 
-async def start(repo: PlatformFacet, run: Run, caller: str = "k1") -> tuple[Run, bool]:
+async def start(repo: PlatformFacet, run: StoredRun, caller: str = "k1") -> tuple[StoredRun, bool]:
     return await repo.start_run(run, caller, start_inv(run))
 
 
 async def session(repo: PlatformFacet, session_id: str | None = None, owner: str = "k1") -> str:
     sid = session_id or uid("ses")
-    await repo.create_session(Session(ENV, sid, owner, "u1", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, sid, owner, "u1", b"{}", now_ms()))
     return sid
 
 
-async def claim(repo: PlatformFacet, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
-                ) -> Claimed | None:
+async def claim(
+    repo: PlatformFacet, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
+) -> Claimed | None:
     now = now_ms()
     return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now)
 
@@ -79,7 +92,7 @@ async def claim(repo: PlatformFacet, agent: str = "chat", token: str | None = No
 
 async def test_keys_add_find_list_revoke(repo: PlatformFacet) -> None:
     assert not await repo.has_keys()
-    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+    key = StoredKey(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "hash-1")
     assert await repo.has_keys()
     found = await repo.key_by_hash("hash-1")
@@ -96,21 +109,21 @@ async def test_keys_add_find_list_revoke(repo: PlatformFacet) -> None:
 
 
 async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformFacet) -> None:
-    keys = [KeyRecord(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
+    keys = [StoredKey(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
     won = await asyncio.gather(*(repo.add_first_key(key, f"first-{n}") for n, key in enumerate(keys)))
     assert sorted(won) == [False] * 7 + [True]
     winner = won.index(True)
     assert [k.id for k in await repo.list_keys("default")] == [keys[winner].id]
-    assert not await repo.add_first_key(KeyRecord(uid("key"), "default", "admin", None, now_ms()), "late")
+    assert not await repo.add_first_key(StoredKey(uid("key"), "default", "admin", None, now_ms()), "late")
     assert await repo.key_by_hash("late") is None
 
 
 async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformFacet) -> None:
-    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+    key = StoredKey(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "boot")
     await repo.revoke_key(ENV, key.id)
-    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
-    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
     found = await repo.key_by_hash("boot")
     assert found is not None and (found.role, found.revoked) == ("admin", False)
     assert len(await repo.list_keys(ENV)) == 1
@@ -120,12 +133,12 @@ async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: Pl
 
 
 async def test_sessions_create_once_get_list_and_page(repo: PlatformFacet) -> None:
-    first, created = await repo.create_session(Session(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
+    first, created = await repo.create_session(StoredSession(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
     assert created and (first.owner, first.user, first.metadata) == ("k1", "u1", b'{"a":1}')
-    again, created = await repo.create_session(Session(ENV, "s1", "k2", None, b"{}", now_ms()))
+    again, created = await repo.create_session(StoredSession(ENV, "s1", "k2", None, b"{}", now_ms()))
     assert not created and (again.owner, again.metadata) == ("k1", b'{"a":1}')
-    await repo.create_session(Session(ENV, "s2", "k2", "u2", b"{}", now_ms()))
-    await repo.create_session(Session(ENV, "s3", "k1", "u2", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, "s2", "k2", "u2", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, "s3", "k1", "u2", b"{}", now_ms()))
     assert await repo.get_session(ENV, "s1") == first
     assert await repo.get_session("other", "s1") is None
     assert [s.id for s in await repo.list_sessions(ENV, None, None, 0, 10)] == ["s1", "s2", "s3"]
@@ -136,9 +149,9 @@ async def test_sessions_create_once_get_list_and_page(repo: PlatformFacet) -> No
 
 
 async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformFacet) -> None:
-    results = await asyncio.gather(*(
-        repo.create_session(Session(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12)
-    ))
+    results = await asyncio.gather(
+        *(repo.create_session(StoredSession(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12))
+    )
     assert sum(created for _, created in results) == 1
     assert len({s.owner for s, _ in results}) == 1
 
@@ -160,7 +173,7 @@ async def test_delete_session_absent_busy_idle(repo: PlatformFacet, database: Da
         await start(repo, new_run("chat", sid))
 
 
-async def _held_run(repo: PlatformFacet, sid: str, token: str) -> Run:
+async def _held_run(repo: PlatformFacet, sid: str, token: str) -> StoredRun:
     run, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token=token)
     assert claimed is not None and claimed.run.id == run.id
@@ -181,7 +194,8 @@ async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformFacet, dat
 
 
 async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_deleted_session(
-    repo: PlatformFacet, database: Database,
+    repo: PlatformFacet,
+    database: Database,
 ) -> None:
     for round_ in range(10):
         sid = await session(repo)
@@ -201,8 +215,9 @@ async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_del
             assert await claim(repo) is None
         resume = await claim(repo)
         if resume is not None:
-            await repo.finish(resume.invocation.id, resume.invocation.token_hash or "", Outcome("complete", b"1"),
-                              now_ms())
+            await repo.finish(
+                resume.invocation.id, resume.invocation.token_hash or "", Outcome("complete", b"1"), now_ms()
+            )
 
 
 # ---------------------------------------------------------------- runs
@@ -365,7 +380,12 @@ async def test_token_context_heartbeat_and_finish(repo: PlatformFacet) -> None:
     assert claimed is not None
     ctx = await repo.token_context("t-live")
     assert ctx is not None and (ctx.run_id, ctx.invocation_id, ctx.session_id, ctx.agent, ctx.owner) == (
-        run.id, claimed.invocation.id, sid, "chat", "k1")
+        run.id,
+        claimed.invocation.id,
+        sid,
+        "chat",
+        "k1",
+    )
     assert await repo.token_context("t-unknown") is None
     inv_id = claimed.invocation.id
     assert await repo.heartbeat(inv_id, "t-live", now_ms(), now_ms() + 60_000) is False
@@ -442,7 +462,7 @@ async def test_dumped_rows_load_into_fresh_sqlite_and_postgres_stores(
     from keepstate.errors import InvalidRequest
     from keepstate.stores.dump import TABLES
 
-    await repo.add_key(KeyRecord(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
+    await repo.add_key(StoredKey(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
     sid = await session(repo, "moved-session")
     held, _ = await start(repo, new_run("mv", sid, idem="i1"))
     claimed = await claim(repo, "mv", token="t-mv")

@@ -19,7 +19,7 @@ from keepstate.sessions import (
     open_leases,
     open_session_store,
 )
-from keepstate.stores.records import Stored
+from keepstate.stores.records import Blob
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
@@ -149,11 +149,11 @@ async def test_stale_token_write_is_refused(backend_url: str) -> None:
     first = await backend.acquire("f", 200)
     assert first is not None
     assert await backend.acquire("f", 200) is None  # held
-    assert await backend.write("f", Stored(b"{}", None), first)
+    assert await backend.write("f", Blob(b"{}", None), first)
     await asyncio.sleep(0.3)
     second = await backend.acquire("f", 5000)
     assert second is not None and second > first  # tokens only grow
-    assert not await backend.write("f", Stored(b'{"stale":1}', None), first)
+    assert not await backend.write("f", Blob(b'{"stale":1}', None), first)
     assert not await backend.remove("f", first)
     assert not await backend.touch("f", now_ms(), first)
     assert not await backend.renew("f", first, 1000)

@@ -15,7 +15,7 @@ from .. import values
 from ..clock import now_ms
 from ..errors import InvalidRequest, Unauthorized
 from ..protocol import MAX_AGENTS, MAX_CLAIM_WAIT_S
-from ..stores.records import Claimed, Outcome, Run
+from ..stores.records import Claimed, Outcome, StoredRun
 from . import auth
 from .models import Caller
 from .service import Platform, require
@@ -71,7 +71,7 @@ class Invocations:
             raise Unauthorized("run token is not valid for this invocation (not running, or lease ran out)")
         return {"lease_seconds": self.platform.lease_seconds, "cancel_requested": cancel}
 
-    async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> Run:
+    async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> StoredRun:
         _check_invocation_id(invocation_id)
         data = outcome_data(kind, body)
         run = await self.repo.finish(invocation_id, _token_hash(token), Outcome(kind, data), now_ms())

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from ..clock import now_ms
 from ..errors import LeaseLost, SessionLocked, Unavailable
 from ..stores.base import Database, LeaseFacet
-from ..stores.records import Stored
+from ..stores.records import Blob
 from ..values import check_key
 from .state import SessionState
 
@@ -104,7 +104,7 @@ class SessionStore:
 
     async def set(self, id: str, state: SessionState) -> None:
         """Store ``state`` (expiring at ``state.expires_at``; never while it is executing)."""
-        stored = Stored(state.to_bytes(), state.expires_at, pinned=state.phase == "executing")
+        stored = Blob(state.to_bytes(), state.expires_at, pinned=state.phase == "executing")
         await self._fenced(id, lambda facet, token: facet.write(id, stored, token))
 
     async def delete(self, id: str) -> None:
@@ -116,7 +116,7 @@ class SessionStore:
         await self._fenced(id, lambda facet, token: facet.touch(id, int(expires_at), token))
 
     async def transact(self, id: str, operation: Callable[[], Awaitable[T]]) -> T:
-        """Run ``operation`` holding ``id``'s lease across every process sharing the store.
+        """StoredRun ``operation`` holding ``id``'s lease across every process sharing the store.
 
         Raises ``SessionLocked`` after ``wait_timeout`` of waiting, ``LeaseLost`` when the lease
         is lost mid-operation (the operation is cancelled; none of its later writes land), and

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..clock import now_ms
 from ..errors import KeepstateError
-from ..stores.records import Stored
+from ..stores.records import Blob
 from ..values import check_key
 from .base import Leases
 
@@ -104,7 +104,7 @@ class TokenStore:
         if not isinstance(token, str) or not token:
             raise KeepstateError("a token must be a non-empty string")
         plain = orjson.dumps({"token": token, "expires_at": expires_at})
-        await (await self.leases.facet()).write(id, Stored(self._sealer.seal(id, plain), expires_at), None)
+        await (await self.leases.facet()).write(id, Blob(self._sealer.seal(id, plain), expires_at), None)
 
     async def get(self, id: str) -> str | None:
         """The token, or None when absent or expired; KeepstateError when no key opens it."""

@@ -42,17 +42,17 @@ from typing import Any, Protocol
 
 from ..errors import InvalidRequest
 from .records import (
+    Blob,
     Claimed,
     Entry,
-    Invocation,
-    KeyRecord,
     Outcome,
-    Run,
     RunContext,
     RunFilter,
-    Session,
     StateRecord,
-    Stored,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
 )
 
 Row = tuple[Any, ...]
@@ -79,8 +79,12 @@ class Capabilities:
             raise InvalidRequest(f"the store {redact(url)} has no {FACET_NAMES[facet]}: {FACET_HINTS[facet]}")
 
 
-FACET_NAMES = {"platform": "platform records (keys, sessions, runs)", "leases": "session leases",
-               "harness": "harness store", "shared": "sharing between processes"}
+FACET_NAMES = {
+    "platform": "platform records (keys, sessions, runs)",
+    "leases": "session leases",
+    "harness": "harness store",
+    "shared": "sharing between processes",
+}
 FACET_HINTS = {
     "platform": "keys, sessions and runs need PostgreSQL or SQLite (Redis holds state and session stores only)",
     "leases": "use memory://, sqlite:///, postgresql:// or redis://",
@@ -161,18 +165,18 @@ class PlatformFacet(ABC):
 
     # keys and environments
     @abstractmethod
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         """Store a new key, creating its environment if needed."""
 
     @abstractmethod
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         """Make sure ``secret_hash`` is an unrevoked admin key of ``key.env`` (bootstrap)."""
 
     @abstractmethod
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None: ...
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None: ...
 
     @abstractmethod
-    async def list_keys(self, env: str) -> list[KeyRecord]: ...
+    async def list_keys(self, env: str) -> list[StoredKey]: ...
 
     @abstractmethod
     async def revoke_key(self, env: str, key_id: str) -> bool: ...
@@ -181,46 +185,48 @@ class PlatformFacet(ABC):
     async def has_keys(self) -> bool: ...
 
     @abstractmethod
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         """Store ``key`` only while the store has no unrevoked key, decided atomically (several
         servers may start on an empty store at once); True when it was stored."""
 
     # sessions
     @abstractmethod
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         """Insert, or return the existing session of that id with False."""
 
     @abstractmethod
-    async def get_session(self, env: str, session_id: str) -> Session | None: ...
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None: ...
 
     @abstractmethod
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]: ...
+    ) -> list[StoredSession]: ...
 
     # runs
     @abstractmethod
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         """Insert a queued run and its start invocation; an idempotency hit returns the first run and False.
 
         Raises SessionBusy when a run of the session is queued or running, NotFound when the session is gone.
         """
 
     @abstractmethod
-    async def get_run(self, env: str, run_id: str) -> Run | None: ...
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None: ...
 
     @abstractmethod
-    async def list_runs(self, query: RunFilter) -> list[Run]: ...
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]: ...
 
     @abstractmethod
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
         """held → queued with ``decision`` and a queued resume invocation; None when the run is not held.
 
         Atomic against ``Database.delete_session`` of the run's session: a decision never queues a
         resume in a session that was deleted meanwhile (the delete cancels held runs)."""
 
     @abstractmethod
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         """queued/held → cancelled; running → cancel_requested; other statuses unchanged. None if absent."""
 
     # invocations
@@ -248,7 +254,7 @@ class PlatformFacet(ABC):
         """Extend a live lease; return the run's cancel_requested, or None when the token is dead."""
 
     @abstractmethod
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
         """End a live invocation and move its run on; None when the token is dead."""
 
     @abstractmethod
@@ -294,11 +300,11 @@ class LeaseFacet(ABC):
         """Free the lease when ``token`` is still current (the counter is kept)."""
 
     @abstractmethod
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         """The stored blob, or None when absent (expired blobs may be returned; callers check)."""
 
     @abstractmethod
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         """Replace the blob; fenced when ``token`` is given."""
 
     @abstractmethod

@@ -56,7 +56,7 @@ class StateRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Stored:
+class Blob:
     """A session store blob: its bytes, its expiry (ms, None = none) and whether expiry is suspended."""
 
     data: bytes
@@ -85,7 +85,7 @@ class RunContext:
 
 
 @dataclass(frozen=True, slots=True)
-class KeyRecord:
+class StoredKey:
     id: str
     env: str
     role: str
@@ -98,7 +98,7 @@ class KeyRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class Session:
+class StoredSession:
     env: str
     id: str
     owner: str
@@ -113,7 +113,7 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class StoredRun:
     env: str
     id: str
     agent: str
@@ -143,12 +143,12 @@ class Run:
             "created_at": self.created_at, "updated_at": self.updated_at,
         }
 
-    def with_(self, **changes: Any) -> Run:
+    def with_(self, **changes: Any) -> StoredRun:
         return replace(self, **changes)
 
 
 @dataclass(frozen=True, slots=True)
-class Invocation:
+class StoredInvocation:
     """One execution of a run: its start, or a resume after a decision."""
 
     id: str
@@ -167,8 +167,8 @@ class Invocation:
 class Claimed:
     """A claim's answer: the invocation and its run, as they are after the claim."""
 
-    invocation: Invocation
-    run: Run
+    invocation: StoredInvocation
+    run: StoredRun
     token: str = ""
     lease_seconds: float = 0.0
 

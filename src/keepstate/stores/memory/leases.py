@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..base import LeaseFacet
-from ..records import Stored
+from ..records import Blob
 
 
 @dataclass
@@ -20,7 +20,7 @@ class LeaseSpace:
     """The leases and blobs of one space (``sessions`` or ``tokens``) of one memory store."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    blobs: dict[str, Stored] = field(default_factory=dict)
+    blobs: dict[str, Blob] = field(default_factory=dict)
     fences: dict[str, int] = field(default_factory=dict)
     leases: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (token, monotonic expiry)
 
@@ -56,11 +56,11 @@ class MemoryLeases(LeaseFacet):
             if held is not None and held[0] == token:
                 del self._s.leases[id]
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         with self._s.lock:
             return self._s.blobs.get(id)
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         with self._s.lock:
             if not self._current(id, token):
                 return False
@@ -80,7 +80,7 @@ class MemoryLeases(LeaseFacet):
                 return False
             old = self._s.blobs.get(id)
             if old is not None:
-                self._s.blobs[id] = Stored(old.data, expires_at, old.pinned)
+                self._s.blobs[id] = Blob(old.data, expires_at, old.pinned)
             return True
 
     def _current(self, id: str, token: int | None) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import LeaseFacet
-from ..records import Stored
+from ..records import Blob
 from .db import aconnection
 
 try:
@@ -98,11 +98,11 @@ class PostgresLeases(LeaseFacet):
     async def release(self, id: str, token: int) -> None:
         await self._row(SQL_RELEASE, {"id": id, "token": token})
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         row = await self._row(self._sql["read"], {"id": id})
-        return None if row is None else Stored(bytes(row[0]), row[1], bool(row[2]))
+        return None if row is None else Blob(bytes(row[0]), row[1], bool(row[2]))
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         params = {"id": id, "data": stored.data, "expires_at": stored.expires_at, "pinned": stored.pinned}
         return await self._write("write", params, token)
 
@@ -120,7 +120,7 @@ class PostgresLeases(LeaseFacet):
         return row is not None and row[0] == 1
 
     async def _row(self, sql: str, params: dict[str, Any], fetch: bool = True) -> Any:
-        """Run one autocommitted statement; its first row (or None)."""
+        """StoredRun one autocommitted statement; its first row (or None)."""
         async with aconnection(self._pool) as conn:
             cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
             return await cursor.fetchone() if fetch and cursor.description else None

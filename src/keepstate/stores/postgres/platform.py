@@ -21,13 +21,13 @@ from ..records import (
     FINISHED,
     NULL,
     Claimed,
-    Invocation,
-    KeyRecord,
     Outcome,
-    Run,
     RunContext,
     RunFilter,
-    Session,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
     finished_status,
 )
 from ..sql import platform as sql
@@ -75,22 +75,22 @@ class PostgresPlatform(PlatformFacet):
             return await (await conn.execute(query, params)).fetchall()
 
     # keys
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         await self._write_key(pg(sql.INSERT_KEY), key, secret_hash)
 
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         await self._write_key(pg(sql.UPSERT_ADMIN_KEY), key, secret_hash, "admin")
 
-    async def _write_key(self, query: str, key: KeyRecord, secret_hash: str, role: str | None = None) -> None:
+    async def _write_key(self, query: str, key: StoredKey, secret_hash: str, role: str | None = None) -> None:
         async with self._conn() as conn, conn.transaction():
             await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
             await conn.execute(query, (key.id, key.env, role or key.role, key.name, key.created_at, secret_hash))
 
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
         row = await self._one(pg(sql.KEY_BY_HASH), (secret_hash,))
         return None if row is None else sql.key_from_row(row)
 
-    async def list_keys(self, env: str) -> list[KeyRecord]:
+    async def list_keys(self, env: str) -> list[StoredKey]:
         return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
 
     async def revoke_key(self, env: str, key_id: str) -> bool:
@@ -100,7 +100,7 @@ class PostgresPlatform(PlatformFacet):
     async def has_keys(self) -> bool:
         return await self._one(pg(sql.ANY_KEY)) is not None
 
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         """Under READ COMMITTED two inserts would both see no key: take a transaction-scoped
         advisory lock first, so the insert's own snapshot (taken after the wait) sees the winner's."""
         async with self._conn() as conn, conn.transaction():
@@ -112,7 +112,7 @@ class PostgresPlatform(PlatformFacet):
             return True
 
     # sessions
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
         s = session
         async with self._conn() as conn:
@@ -125,18 +125,18 @@ class PostgresPlatform(PlatformFacet):
             return await self.create_session(session)
         return sql.session_from_row(row), False
 
-    async def get_session(self, env: str, session_id: str) -> Session | None:
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._one(pg(sql.GET_SESSION), (env, session_id))
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]:
+    ) -> list[StoredSession]:
         rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
         return [sql.session_from_row(row) for row in rows]
 
     # runs
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         try:
             async with self._conn() as conn, conn.transaction():
                 return await _start_run(conn, run, caller, invocation)
@@ -147,16 +147,18 @@ class PostgresPlatform(PlatformFacet):
         assert first is not None  # the violation means it is committed
         return sql.run_from_row(first), False
 
-    async def get_run(self, env: str, run_id: str) -> Run | None:
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
         row = await self._one(pg(sql.GET_RUN), (env, run_id))
         return None if row is None else sql.run_from_row(row)
 
-    async def list_runs(self, query: RunFilter) -> list[Run]:
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
         params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
         return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
 
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
         """The run's session row is locked first, as ``delete_session`` does: the two serialise, so a
         decision never queues a resume in a session deleted meanwhile."""
         async with self._conn() as conn, conn.transaction():
@@ -169,7 +171,7 @@ class PostgresPlatform(PlatformFacet):
             await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
         return sql.run_from_row(row)
 
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         async with self._conn() as conn, conn.transaction():
             await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
             row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
@@ -213,7 +215,7 @@ class PostgresPlatform(PlatformFacet):
             flag = await (await conn.execute(pg(sql.RUN_CANCEL_REQUESTED), (row[0],))).fetchone()
         return bool(flag and flag[0])
 
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
         async with self._conn() as conn, conn.transaction():
             params = (FINISHED[outcome.kind], invocation_id, token_hash, now)
             row = await (await conn.execute(pg(sql.END_INVOCATION), params)).fetchone()
@@ -253,7 +255,7 @@ class PostgresPlatform(PlatformFacet):
         return added
 
 
-async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
     """In one transaction: the session row locked first, so the "no active run" guard sees every commit."""
     session_exists = True
     if run.session_id is not None:
@@ -271,7 +273,7 @@ async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) 
     return stored, True
 
 
-async def _insert_run(conn: Conn, run: Run, caller: str) -> Run:
+async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
     params = sql.run_params(run, caller)
     if run.session_id is None:
         query = pg_sql.INSERT_RUN

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..base import LeaseFacet
-from ..records import Stored
+from ..records import Blob
 from .db import translate_errors
 
 if TYPE_CHECKING:
@@ -93,15 +93,15 @@ class RedisLeases(LeaseFacet):
     async def release(self, id: str, token: int) -> None:
         await self._run("release", self._lease_keys(id), [token])
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         async with translate_errors():
             data, expires, pinned = await self._client.hmget(self._data_keys(id)[0], ["d", "e", "p"])
         if data is None:
             return None
         raw = data if isinstance(data, bytes) else data.encode("utf-8")
-        return Stored(raw, int(expires) if expires else None, pinned == b"1")
+        return Blob(raw, int(expires) if expires else None, pinned == b"1")
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         expires = "" if stored.expires_at is None else stored.expires_at
         args = [_token(token), stored.data, expires, "1" if stored.pinned else "0"]
         return await self._ok("write", self._data_keys(id), args)

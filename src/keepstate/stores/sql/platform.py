@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import Invocation, KeyRecord, Run, Session
+from ..records import StoredInvocation, StoredKey, StoredRun, StoredSession
 
 SQLITE_SCHEMA = [
     """
@@ -159,16 +159,16 @@ EXPIRE_INVOCATIONS = (
 INTERRUPT_RUN = "UPDATE ks_runs SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'running'"
 
 
-def key_from_row(row: Sequence[Any]) -> KeyRecord:
-    return KeyRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+def key_from_row(row: Sequence[Any]) -> StoredKey:
+    return StoredKey(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
 
 
-def session_from_row(row: Sequence[Any]) -> Session:
-    return Session(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
+def session_from_row(row: Sequence[Any]) -> StoredSession:
+    return StoredSession(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
 
 
-def run_from_row(row: Sequence[Any]) -> Run:
-    return Run(
+def run_from_row(row: Sequence[Any]) -> StoredRun:
+    return StoredRun(
         env=row[0], id=row[1], agent=row[2], owner=row[3], session_id=row[4], user=row[5], parent_id=row[6],
         status=row[7], input=bytes(row[8]), created_at=row[9], updated_at=row[10], output=bytes(row[11]),
         error=bytes(row[12]), hold=bytes(row[13]), decision=bytes(row[14]), cancel_requested=bool(row[15]),
@@ -176,11 +176,11 @@ def run_from_row(row: Sequence[Any]) -> Run:
     )
 
 
-def invocation_from_row(row: Sequence[Any]) -> Invocation:
-    return Invocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+def invocation_from_row(row: Sequence[Any]) -> StoredInvocation:
+    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
 
 
-def run_params(run: Run, caller: str) -> tuple[Any, ...]:
+def run_params(run: StoredRun, caller: str) -> tuple[Any, ...]:
     """The values of ``INSERT_RUN`` / the first 17 of ``INSERT_SESSION_RUN``."""
     return (
         run.id, run.env, run.agent, run.owner, caller, run.session_id, run.user, run.parent_id, run.status,
@@ -189,5 +189,5 @@ def run_params(run: Run, caller: str) -> tuple[Any, ...]:
     )
 
 
-def invocation_params(inv: Invocation) -> tuple[Any, ...]:
+def invocation_params(inv: StoredInvocation) -> tuple[Any, ...]:
     return (inv.id, inv.env, inv.run_id, inv.agent, inv.kind, inv.status, inv.created_at)

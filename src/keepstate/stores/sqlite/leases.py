@@ -15,7 +15,7 @@ import sqlite3
 
 from ...clock import now_ms
 from ..base import LeaseFacet
-from ..records import Stored
+from ..records import Blob
 from .db import SqliteFile
 
 COMPONENT = "session_store"
@@ -81,11 +81,11 @@ class SqliteLeases(LeaseFacet):
     async def release(self, id: str, token: int) -> None:
         await self._db.awrite(lambda c: c.execute(SQL_RELEASE, (id, token)))
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         row = await self._db.aread(lambda c: c.execute(self._sql["read"], (id,)).fetchone())
-        return None if row is None else Stored(bytes(row[0]), row[1], bool(row[2]))
+        return None if row is None else Blob(bytes(row[0]), row[1], bool(row[2]))
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         args = (id, stored.data, stored.expires_at, int(stored.pinned))
         return await self._fenced(id, token, self._sql["write"], args)
 

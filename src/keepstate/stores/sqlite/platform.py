@@ -18,13 +18,13 @@ from ..records import (
     FINISHED,
     NULL,
     Claimed,
-    Invocation,
-    KeyRecord,
     Outcome,
-    Run,
     RunContext,
     RunFilter,
-    Session,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
     finished_status,
 )
 from ..sql import platform as sql
@@ -48,25 +48,25 @@ class SqlitePlatform(PlatformFacet):
         return row
 
     # keys
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
             conn.execute(sql.INSERT_KEY, (key.id, key.env, key.role, key.name, key.created_at, secret_hash))
 
         await self.db.awrite(write)
 
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
             conn.execute(sql.UPSERT_ADMIN_KEY, (key.id, key.env, "admin", key.name, key.created_at, secret_hash))
 
         await self.db.awrite(write)
 
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
         row = await self._one(sql.KEY_BY_HASH, (secret_hash,))
         return None if row is None else sql.key_from_row(row)
 
-    async def list_keys(self, env: str) -> list[KeyRecord]:
+    async def list_keys(self, env: str) -> list[StoredKey]:
         rows = await self._read(lambda c: c.execute(sql.LIST_KEYS, (env,)).fetchall())
         return [sql.key_from_row(row) for row in rows]
 
@@ -76,8 +76,9 @@ class SqlitePlatform(PlatformFacet):
     async def has_keys(self) -> bool:
         return await self._read(lambda c: c.execute(sql.ANY_KEY).fetchone() is not None)
 
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         """One ``BEGIN IMMEDIATE`` transaction: writers are serialised, so the check holds."""
+
         def write(conn: sqlite3.Connection) -> bool:
             params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
             if conn.execute(sql.INSERT_FIRST_KEY, params).rowcount == 0:
@@ -88,30 +89,30 @@ class SqlitePlatform(PlatformFacet):
         return await self.db.awrite(write)
 
     # sessions
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         s = session
 
-        def write(conn: sqlite3.Connection) -> tuple[Session, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[StoredSession, bool]:
             cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
             row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
             return sql.session_from_row(row), cur.rowcount > 0
 
         return await self.db.awrite(write)
 
-    async def get_session(self, env: str, session_id: str) -> Session | None:
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._read(lambda c: c.execute(sql.GET_SESSION, (env, session_id)).fetchone())
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]:
+    ) -> list[StoredSession]:
         params = (env, after, owner, owner, user, user, limit)
         rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
 
     # runs
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
-        def write(conn: sqlite3.Connection) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[StoredRun, bool]:
             if run.idempotency_key is not None:
                 row = conn.execute(sql.RUN_BY_IDEMPOTENCY, (run.env, caller, run.idempotency_key)).fetchone()
                 if row is not None:
@@ -122,18 +123,20 @@ class SqlitePlatform(PlatformFacet):
 
         return await self.db.awrite(write)
 
-    async def get_run(self, env: str, run_id: str) -> Run | None:
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
         row = await self._read(lambda c: c.execute(sql.GET_RUN, (env, run_id)).fetchone())
         return None if row is None else sql.run_from_row(row)
 
-    async def list_runs(self, query: RunFilter) -> list[Run]:
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
         params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
         rows = await self._read(lambda c: c.execute(sql.LIST_RUNS, params).fetchall())
         return [sql.run_from_row(row) for row in rows]
 
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             row = conn.execute(sql.DECIDE, (decision, now, env, run_id)).fetchone()
             if row is None:
                 return None
@@ -142,8 +145,8 @@ class SqlitePlatform(PlatformFacet):
 
         return await self.db.awrite(write)
 
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             row = conn.execute(sql.CANCEL_WAITING, (now, env, run_id)).fetchone()
             if row is not None:
                 conn.execute(sql.CANCEL_QUEUED_INVOCATIONS, (run_id,))
@@ -189,8 +192,8 @@ class SqlitePlatform(PlatformFacet):
 
         return await self.db.awrite(write)
 
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             ended = FINISHED[outcome.kind]
             row = conn.execute(sql.END_INVOCATION, (ended, invocation_id, token_hash, now)).fetchone()
             if row is None:
@@ -237,7 +240,7 @@ class SqlitePlatform(PlatformFacet):
         return await self.db.awrite(write)
 
 
-def _insert_run(conn: sqlite3.Connection, run: Run, caller: str) -> None:
+def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
     params = sql.run_params(run, caller)
     if run.session_id is None:
         conn.execute(sql.INSERT_RUN, params)
