@@ -29,7 +29,9 @@ _spawn = multiprocessing.get_context("spawn")
 @pytest.fixture
 async def backend(pg_url: str) -> AsyncIterator[PostgresState]:
     database = open_database(pg_url)
-    yield await database.state()
+    state = await database.state()
+    assert isinstance(state, PostgresState)  # this module tests that backend's own layout
+    yield state
     await database.aclose()
 
 

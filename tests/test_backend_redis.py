@@ -29,7 +29,9 @@ _spawn = multiprocessing.get_context("spawn")
 @pytest.fixture
 async def backend(redis_url: str) -> AsyncIterator[RedisState]:
     database = open_database(redis_url)
-    yield await database.state()
+    state = await database.state()
+    assert isinstance(state, RedisState)  # this module tests that backend's own layout
+    yield state
     await database.aclose()
 
 

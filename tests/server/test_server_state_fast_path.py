@@ -9,7 +9,7 @@ by ``get`` does, on every platform store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -170,12 +170,12 @@ async def test_a_client_gone_mid_body_gets_no_answer_and_is_counted() -> None:
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:
             inv = await _claim(client)
-        sent: list[dict[str, Any]] = []
+        sent: list[MutableMapping[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             sent.append(message)
 
         scope = {

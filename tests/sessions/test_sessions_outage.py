@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ async def test_unreachable_store_raises_unavailable_without_running_anything(bac
     async def effect_body() -> None:
         ran.append("effect")
 
-    for call in (lambda: store.get("s"), lambda: store.transact("s", effect_body)):
+    calls: list[Callable[[], Awaitable[object]]] = [lambda: store.get("s"), lambda: store.transact("s", effect_body)]
+    for call in calls:
         with pytest.raises(Unavailable):
             await asyncio.wait_for(call(), timeout=15)  # an error, never a hang
     with pytest.raises(Unavailable):

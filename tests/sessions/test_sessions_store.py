@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from sessions_support import ALL
@@ -25,9 +26,9 @@ pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
 
 @pytest.fixture
-async def store(backend_url: str) -> SessionStore:
+async def store(backend_url: str) -> AsyncIterator[SessionStore]:
     opened = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
-    yield opened  # type: ignore[misc]
+    yield opened
     await opened.aclose()
 
 
@@ -126,7 +127,7 @@ async def test_different_sessions_do_not_wait_for_each_other(store: SessionStore
 
     a, b = store.transact("a", lambda: meet("a", "b")), store.transact("b", lambda: meet("b", "a"))
     both = await asyncio.gather(a, b)
-    assert both == ["a", "b"]
+    assert list(both) == ["a", "b"]
 
 
 async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) -> None:

@@ -42,7 +42,7 @@ class InlineAsync(StateFacet):
     async def drop(self, ns: str) -> None:
         self.sync.drop(ns)
 
-    async def records(self) -> AsyncIterator[StateRecord]:  # type: ignore[override]
+    async def records(self) -> AsyncIterator[StateRecord]:
         for record in self.sync.records():
             yield record
 

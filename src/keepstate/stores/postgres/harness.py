@@ -29,15 +29,15 @@ class PostgresTx:
         self._conn = conn
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        cursor = self._conn.execute(sql, params)  # type: ignore[arg-type]
+        cursor = self._conn.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+        return self._conn.execute(sql, params).rowcount
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._conn.cursor().executemany(sql, rows)  # type: ignore[arg-type]
+            self._conn.cursor().executemany(sql, rows)
 
 
 class PostgresEngine:
@@ -94,6 +94,6 @@ def _pipelined(conn: psycopg.Connection[Any], statements: Sequence[Statement]) -
     """Send every statement, then wait once. On an autocommit connection the extended protocol runs
     them in one implicit transaction up to the pipeline's sync, so they commit or fail together."""
     with conn.pipeline():
-        cursors = [conn.execute(sql, params) for sql, params in statements]  # type: ignore[arg-type]
+        cursors = [conn.execute(sql, params) for sql, params in statements]
     last = cursors[-1]
     return last.fetchall() if last.description else []

@@ -122,5 +122,5 @@ class PostgresLeases(LeaseFacet):
     async def _row(self, sql: str, params: dict[str, Any], fetch: bool = True) -> Any:
         """StoredRun one autocommitted statement; its first row (or None)."""
         async with aconnection(self._pool) as conn:
-            cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
+            cursor = await conn.execute(sql, params)
             return await cursor.fetchone() if fetch and cursor.description else None

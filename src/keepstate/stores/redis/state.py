@@ -227,7 +227,7 @@ class RedisState(StateFacet):
 
     async def _header(self, name: str) -> list[Any]:
         """version, kind and value of one key's hash (each None when absent)."""
-        found: list[Any] = await self.client.hmget(name, ["v", "k", "d"])  # type: ignore[misc]
+        found: list[Any] = await self.client.hmget(name, ["v", "k", "d"])
         return found
 
     async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:

@@ -294,7 +294,7 @@ class AsyncSqliteState(StateFacet):
     async def drop(self, ns: str) -> None:
         await self.db.awrite(partial(drop, ns=ns))
 
-    async def records(self) -> AsyncIterator[StateRecord]:  # type: ignore[override]
+    async def records(self) -> AsyncIterator[StateRecord]:
         for record in await self.db.aread(_records):
             yield record
 
