@@ -1,4 +1,4 @@
-"""The ASGI application: routes, the one error handler, metrics, health, and the store's life.
+"""The ASGI application: routes, the one error writer (``errors.py``), metrics, health, the store's life.
 
 Starlette, not FastAPI: on this machine FastAPI served the same small GET ~2.6x slower (see
 ``bench/bench_http.py`` and docs/http-api.md), and request validation here is
@@ -23,9 +23,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import KeepstateError, NotFound, Unavailable
+from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
+from .errors import MethodNotAllowed, error_response
 from .http import json_response
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import DOCUMENT
@@ -36,42 +37,9 @@ log = logging.getLogger("keepstate.server")
 SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
 
 
-def error_response(error: KeepstateError) -> Response:
-    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, Unavailable) else None
-    return json_response(error.to_dict(), error.status, headers)
-
-
-def keepstate_error_response(metrics: Metrics, method: str, path: str, error: KeepstateError) -> Response:
-    """The one error handler: the error's JSON body and status; store outages counted, bugs logged."""
-    if isinstance(error, Unavailable):
-        metrics.store_errors.inc()
-    elif error.status >= 500:
-        log.error("internal error on %s %s", method, path, exc_info=error)
-    return error_response(error)
-
-
-def internal_response(method: str, path: str, error: BaseException) -> Response:
-    """Anything but a ``KeepstateError`` is a bug: logged, answered 500 ``internal``."""
-    log.error("internal error on %s %s", method, path, exc_info=error)
-    return json_response({"error": "internal", "message": "internal server error"}, 500)
-
-
-async def on_keepstate_error(request: Request, error: Exception) -> Response:
-    assert isinstance(error, KeepstateError)
-    return keepstate_error_response(request.app.state.metrics, request.method, request.url.path, error)
-
-
-async def on_http_error(request: Request, error: Exception) -> Response:
-    """Starlette's own 404 (no route) and 405 (wrong method), in the API's error shape."""
-    assert isinstance(error, HTTPException)
-    if error.status_code == 405:
-        return method_not_allowed(dict(error.headers or {}).get("Allow", ""))
-    code = "not_found" if error.status_code == 404 else "invalid_request"
-    return json_response({"error": code, "message": str(error.detail)}, error.status_code, dict(error.headers or {}))
-
-
-async def on_internal(request: Request, error: Exception) -> Response:
-    return internal_response(request.method, request.url.path, error)
+async def on_error(request: Request, error: Exception) -> Response:
+    """Starlette's exception handler for everything: the one error writer."""
+    return error_response(error, request.method, request.url.path, request.app.state.metrics)
 
 
 class KeepstateApp(Starlette):
@@ -93,7 +61,7 @@ class KeepstateApp(Starlette):
         if is_state_path(raw_path):
             await self._state(scope, receive, send, raw_path)
         elif b"%2f" in raw_path.lower():
-            response = json_response({"error": "not_found", "message": "no such route"}, 404)
+            response = error_response(NotFound("no such route"), scope["method"], scope["path"], self.state.metrics)
             await response(scope, receive, send)
         else:
             await super().__call__(scope, receive, send)
@@ -108,29 +76,15 @@ class KeepstateApp(Starlette):
             if found is None:
                 raise NotFound("no such route")
             if found.handler is None:
-                status = await send_response(method_not_allowed(found.shape.allow), scope, receive, send)
-            else:
-                status = await respond(found.handler, scope, receive, send, found.params)
+                raise MethodNotAllowed(found.shape.allow)
+            status = await respond(found.handler, scope, receive, send, found.params)
         except ClientDisconnect:
             status = 499  # nobody to answer; counted under nginx's code for it
         except Exception as error:
-            path = scope["path"]
-            if isinstance(error, KeepstateError):
-                response = keepstate_error_response(self.state.metrics, method, path, error)
-            else:
-                response = internal_response(method, path, error)
-            status = await send_response(response, scope, receive, send)
+            response = error_response(error, method, scope["path"], self.state.metrics)
+            await response(scope, receive, send)
+            status = response.status_code
         self.state.metrics.observe(template, method, status, time.perf_counter() - started)
-
-
-async def send_response(response: Response, scope: Scope, receive: Receive, send: Send) -> int:
-    await response(scope, receive, send)
-    return response.status_code
-
-
-def method_not_allowed(allow: str) -> Response:
-    """405 in the API's error shape, with every method the path has."""
-    return json_response({"error": "invalid_request", "message": "Method Not Allowed"}, 405, {"Allow": allow})
 
 
 async def healthz(request: Request) -> Response:
@@ -204,7 +158,7 @@ def create_app(
     app = KeepstateApp(
         routes=routes,
         middleware=[Middleware(MetricsMiddleware, metrics=app_metrics)],
-        exception_handlers={KeepstateError: on_keepstate_error, HTTPException: on_http_error, Exception: on_internal},
+        exception_handlers={KeepstateError: on_error, HTTPException: on_error, Exception: on_error},
         lifespan=lifespan,
     )
     app.state.metrics = app_metrics
