@@ -1,12 +1,111 @@
-"""``keepstate.open(url)``: state scopes straight on a store, no server, for one-process apps and tests."""
+"""``keepstate.open(url)``: state scopes straight on a store, no server, for one-process apps and tests.
+
+``StoreOps`` is the ``ScopeOps`` of one scope on a store's sync state facet: it checks and encodes
+what goes in, decodes what comes out, and nothing else (the rules are the facet's and ``Scope``'s).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
 
-from .scope import Scope, StoreOps, scope_namespace
+from . import values, writes
+from .batch import Planned
+from .errors import InvalidRequest, KeepstateError, VersionConflict
+from .scope import Appended, Items, Page, Scope, Versioned, scope_namespace
 from .stores import open_database
 from .stores.base import Database, SyncStateFacet
+from .stores.records import ListPage
+
+
+class StoreOps:
+    """``ScopeOps`` straight on a store's sync state facet."""
+
+    def __init__(self, backend: SyncStateFacet, ns: str) -> None:
+        self.backend = backend
+        self.ns = ns
+
+    def get_versioned(self, key: str) -> Versioned:
+        entry = self.backend.get(self.ns, values.check_key(key))
+        return Versioned(None, 0) if entry is None else Versioned(values.decode(entry.data), entry.version)
+
+    def expires_at(self, key: str) -> int | None:
+        entry = self.backend.get(self.ns, values.check_key(key))
+        return None if entry is None else entry.expires_at
+
+    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
+        values.check_key(key)
+        return self.backend.put(self.ns, key, writes.encode_value(value), if_version, ttl_ms)
+
+    def delete(self, key: str, if_version: int | None) -> None:
+        self.backend.delete(self.ns, values.check_key(key), if_version)
+
+    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
+        values.check_key(key)
+        return Appended(*self.backend.append(self.ns, key, values.encode_items(items), ttl_ms))
+
+    def keys_page(self, prefix: str, after: str, limit: int) -> Page:
+        page = self.backend.keys(self.ns, prefix, after, limit)
+        return page, (page[-1][0] if len(page) == limit else None)
+
+    def tail(self, key: str, n: int) -> Items:
+        return _items(self.backend.tail(self.ns, values.check_key(key), n))
+
+    def items(self, key: str, start: int, limit: int) -> Items:
+        return _items(self.backend.items(self.ns, values.check_key(key), start, limit))
+
+    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
+        return Appended(*self.backend.trim(self.ns, values.check_key(key), keep_last, if_version, ttl_ms))
+
+    def pop(self, key: str, if_version: int | None) -> Any:
+        popped = self.backend.pop(self.ns, values.check_key(key), if_version)
+        return None if popped is None else values.decode(popped[0])
+
+    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
+        return self.backend.incr(self.ns, values.check_key(key), by, if_version, ttl_ms)[0]
+
+    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
+        values.check_key(key)
+        data, _ = self.backend.update(self.ns, key, writes.patcher_of(patch), if_version, ttl_ms)
+        return values.decode(data)
+
+    def batch(self, planned: Sequence[Planned]) -> list[Any]:
+        """One facet batch of every planned write; each target must be a scope of this same store."""
+        writes.check_batch_size(planned)
+        ops = []
+        for index, plan in enumerate(planned):
+            target = plan.target
+            if not isinstance(target, StoreOps) or target.backend is not self.backend:
+                raise InvalidRequest("a batch writes to scopes of one store", index=index)
+            try:
+                ops.append(writes.batch_op(plan.op, target.ns, plan.key, plan.fields))
+            except KeepstateError as error:
+                raise type(error)(error.message, **{**error.details, "index": index}) from None
+        try:
+            answers = self.backend.batch(ops)
+        except VersionConflict as error:
+            raise writes.scoped_conflicts(error) from None
+        return [_answer(plan.op, answer) for plan, answer in zip(planned, answers, strict=True)]
+
+
+def _items(page: ListPage | None) -> Items:
+    if page is None:
+        return Items([], 0, 0)
+    return Items([values.decode(item) for item in page.items], page.version, page.length)
+
+
+def _answer(op: str, answer: Any) -> Any:
+    """What a batch's write answers, as the same call alone on a scope answers."""
+    if op in ("append", "trim"):
+        return Appended(*answer)
+    if op == "delete":
+        return None
+    if op == "incr":
+        return answer[0]
+    if op == "patch":
+        return values.decode(answer[0])
+    return answer
 
 
 class Store:

@@ -7,13 +7,13 @@ does not care whether it talked to an embedded store or a server.
     KeepstateError
     ├── InvalidKey (400 invalid_key)          ├── VersionConflict (409 version_conflict)
     ├── InvalidValue (400 invalid_value)      ├── NotAList (409 not_a_list)
-    ├── InvalidRequest (400 invalid_request)  ├── NoSession (409 no_session)
-    ├── Unauthorized (401 unauthorized)       ├── NoUser (409 no_user)
-    ├── Forbidden (403 forbidden)             ├── SessionBusy (409 session_busy)
-    ├── NotFound (404 not_found)              ├── NotHeld (409 not_held)
-    ├── TooLarge (413 too_large)              ├── LeaseLost (409 lease_lost)
-    ├── Unavailable (503 unavailable)         ├── SessionLocked (423 session_locked)
-    └── InterruptedExecution (409 interrupted_execution)
+    ├── InvalidRequest (400 invalid_request)  ├── NotAnInteger (409 not_an_integer)
+    ├── Unauthorized (401 unauthorized)       ├── NoSession (409 no_session)
+    ├── Forbidden (403 forbidden)             ├── NoUser (409 no_user)
+    ├── NotFound (404 not_found)              ├── SessionBusy (409 session_busy)
+    ├── TooLarge (413 too_large)              ├── NotHeld (409 not_held)
+    ├── Unavailable (503 unavailable)         ├── LeaseLost (409 lease_lost)
+    ├── SessionLocked (423 session_locked)    └── InterruptedExecution (409 interrupted_execution)
 
 Driver exceptions (sqlite3, psycopg, redis) are translated at the backend boundary and
 never reach a caller.
@@ -106,6 +106,12 @@ class NotHeld(KeepstateError):
     code, status = "not_held", 409
 
 
+class NotAnInteger(KeepstateError):
+    """``incr`` on a value that is not an integer."""
+
+    code, status = "not_an_integer", 409
+
+
 class LeaseLost(KeepstateError):
     """A session lease was lost or a fenced write found a newer token: nothing was written."""
 
@@ -143,7 +149,7 @@ ERRORS: dict[str, type[KeepstateError]] = {
     cls.code: cls
     for cls in (
         InvalidKey, InvalidValue, InvalidRequest, Unauthorized, Forbidden, NotFound,
-        VersionConflict, NotAList, NoSession, NoUser, SessionBusy, NotHeld, LeaseLost,
+        VersionConflict, NotAList, NoSession, NoUser, SessionBusy, NotHeld, NotAnInteger, LeaseLost,
         SessionLocked, InterruptedExecution, TooLarge, Unavailable,
     )
 }

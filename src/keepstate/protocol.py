@@ -1,9 +1,14 @@
-"""The HTTP API's fixed names and bounds, shared by the server and the SDK: one copy of each.
+"""The HTTP API's fixed names and bounds, shared by the server and the SDKs: one copy of each,
+with the checks of the arguments they bound.
 
 Value limits (sizes, nesting) are ``keepstate.values``'; these are the protocol's own.
 """
 
 from __future__ import annotations
+
+import math
+
+from .errors import InvalidRequest
 
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 """The header carrying a run token (the seed's name, so seed agents work unchanged)."""
@@ -18,3 +23,43 @@ MAX_CLAIM_WAIT_S = 30.0
 """``POST /v0/invocations/claim`` long-polls at most this long."""
 MAX_AGENTS = 100
 """A claim names at most this many agents."""
+
+MAX_LIST_READ = 1000
+"""``tail`` and ``items`` read at most this many items."""
+MAX_BATCH_OPS = 100
+"""An atomic batch has 1 to this many ops."""
+MAX_TTL_S = 10 * 365 * 24 * 3600
+"""``ttl_seconds`` at most ten years."""
+
+
+def _integer(value: object, name: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidRequest(f"{name} must be an integer from {low} to {high}, got {value!r:.40}")
+    return value
+
+
+def ttl_ms(ttl_seconds: object) -> int | None:
+    """``ttl_seconds`` (a number > 0, or None) as whole milliseconds (at least 1)."""
+    if ttl_seconds is None:
+        return None
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or not (
+        0 < ttl_seconds <= MAX_TTL_S
+    ):
+        raise InvalidRequest(f"ttl_seconds must be a number above 0 and at most {MAX_TTL_S}, got {ttl_seconds!r:.40}")
+    return max(1, math.ceil(ttl_seconds * 1000))
+
+
+def check_tail(n: object) -> int:
+    return _integer(n, "tail", 1, MAX_LIST_READ)
+
+
+def check_range(start: object, limit: object) -> tuple[int, int]:
+    return _integer(start, "start", 0, 2**62), _integer(limit, "limit", 1, MAX_LIST_READ)
+
+
+def check_keep_last(keep_last: object) -> int:
+    return _integer(keep_last, "keep_last", 0, 2**62)
+
+
+def check_by(by: object) -> int:
+    return _integer(by, "by", -(2**63), 2**63 - 1)

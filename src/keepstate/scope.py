@@ -1,9 +1,9 @@
-"""State scopes: the seven calls an agent makes, on any store, embedded or over HTTP.
+"""State scopes: the calls an agent makes, on any store, embedded or over HTTP.
 
 A ``Scope`` holds the rules that do not depend on where state lives (the compare-and-set loop of
-``update``, paging of ``keys``, defaults); a small ``ScopeOps`` object does the five primitive
-calls, either straight on a store (``StoreOps``, here) or over HTTP (``keepstate.client``).
-``AsyncScope`` is the same over awaitable ops, for async agents.
+``update``, paging of ``keys``, defaults, checking arguments); a ``ScopeOps`` object does the
+primitive calls, either straight on a store (``embedded.StoreOps``) or over HTTP
+(``keepstate.client``). ``AsyncScope`` is the same over awaitable ops, for async agents.
 """
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, NamedTuple, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from . import values
+from . import protocol, values
 from .errors import InvalidRequest, VersionConflict
-from .stores.base import SyncStateFacet
 from .stores.records import SCOPE_KINDS, namespace
 
+if TYPE_CHECKING:
+    from .batch import AsyncBatch, Batch, Planned
+
 UPDATE_TRIES = 64
-_MISSING: Any = object()
 
 
 class Versioned(NamedTuple):
@@ -31,8 +32,16 @@ class Versioned(NamedTuple):
 
 
 class Appended(NamedTuple):
-    """What an append returns: the list's new version and length."""
+    """What an append (or a trim) returns: the list's new version and length."""
 
+    version: int
+    length: int
+
+
+class Items(NamedTuple):
+    """Part of a list, and the whole list's version and length (``([], 0, 0)`` for an absent key)."""
+
+    items: list[Any]
     version: int
     length: int
 
@@ -41,19 +50,39 @@ Page = tuple[list[tuple[str, int]], str | None]
 
 
 class ScopeOps(Protocol):
+    """The primitive calls of one scope, with arguments already checked by ``Scope``."""
+
     def get_versioned(self, key: str) -> Versioned: ...
-    def put(self, key: str, value: Any, if_version: int | None) -> int: ...
+    def expires_at(self, key: str) -> int | None: ...
+    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int: ...
     def delete(self, key: str, if_version: int | None) -> None: ...
-    def append(self, key: str, items: list[Any]) -> Appended: ...
+    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended: ...
     def keys_page(self, prefix: str, after: str, limit: int) -> Page: ...
+    def tail(self, key: str, n: int) -> Items: ...
+    def items(self, key: str, start: int, limit: int) -> Items: ...
+    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended: ...
+    def pop(self, key: str, if_version: int | None) -> Any: ...
+    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int: ...
+    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any: ...
+    def batch(self, planned: Sequence[Planned]) -> list[Any]: ...
 
 
 class AsyncScopeOps(Protocol):
+    """``ScopeOps``, awaited."""
+
     async def get_versioned(self, key: str) -> Versioned: ...
-    async def put(self, key: str, value: Any, if_version: int | None) -> int: ...
+    async def expires_at(self, key: str) -> int | None: ...
+    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int: ...
     async def delete(self, key: str, if_version: int | None) -> None: ...
-    async def append(self, key: str, items: list[Any]) -> Appended: ...
+    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended: ...
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page: ...
+    async def tail(self, key: str, n: int) -> Items: ...
+    async def items(self, key: str, start: int, limit: int) -> Items: ...
+    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended: ...
+    async def pop(self, key: str, if_version: int | None) -> Any: ...
+    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int: ...
+    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any: ...
+    async def batch(self, planned: Sequence[Planned]) -> list[Any]: ...
 
 
 def backoff_seconds(attempt: int) -> float:
@@ -66,7 +95,7 @@ def _conflict_after_tries(key: str) -> VersionConflict:
 
 
 class Scope:
-    """One scope's state: ``get``, ``get_versioned``, ``put``, ``delete``, ``append``, ``update``, ``keys``."""
+    """One scope's state: values with versions, lists, counters and merge patches, in one place."""
 
     def __init__(self, ops: ScopeOps) -> None:
         self._ops = ops
@@ -79,16 +108,21 @@ class Scope:
     def get_versioned(self, key: str) -> Versioned:
         return self._ops.get_versioned(key)
 
-    def put(self, key: str, value: Any, if_version: int | None = None) -> int:
-        """Write; return the new version. ``if_version=0``: only if absent. Raises VersionConflict."""
-        return self._ops.put(key, value, if_version)
+    def expires_at(self, key: str) -> int | None:
+        """When the key expires (ms since the epoch); None when it never does or is absent."""
+        return self._ops.expires_at(key)
+
+    def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+        """Write; return the new version. ``if_version=0``: only if absent. ``ttl_seconds``: expire then
+        (without it, any expiry is cleared). Raises VersionConflict."""
+        return self._ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
-        self._ops.delete(key, if_version)
+        self._ops.delete(key, check_if_version(if_version))
 
-    def append(self, key: str, items: list[Any]) -> Appended:
+    def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
         """Add ``items`` atomically at the end of the list, creating it if needed."""
-        return self._ops.append(key, items)
+        return self._ops.append(key, items, protocol.ttl_ms(ttl_seconds))
 
     def update(self, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Compare-and-set loop: read, apply ``fn`` (may run more than once), write if unchanged."""
@@ -96,7 +130,7 @@ class Scope:
             current = self._ops.get_versioned(key)
             new = fn(default if current.version == 0 else current.value)
             try:
-                self._ops.put(key, new, current.version)
+                self._ops.put(key, new, current.version, None)
                 return new
             except VersionConflict:
                 time.sleep(backoff_seconds(attempt))
@@ -106,8 +140,41 @@ class Scope:
         """Every ``(key, version)`` starting with ``prefix``, in key order, fetched page by page."""
         after: str | None = ""
         while after is not None:
-            page, after = self._ops.keys_page(prefix, after, 100)
+            page, after = self._ops.keys_page(prefix, after, protocol.DEFAULT_PAGE)
             yield from page
+
+    def tail(self, key: str, n: int) -> list[Any]:
+        """The last ``n`` items of a list (1–1000), oldest first; ``[]`` when absent. Raises NotAList."""
+        return self._ops.tail(key, protocol.check_tail(n)).items
+
+    def items(self, key: str, start: int = 0, limit: int = protocol.DEFAULT_PAGE) -> Items:
+        """Items ``start`` … ``start + limit - 1`` of a list, with its version and length."""
+        return self._ops.items(key, *protocol.check_range(start, limit))
+
+    def trim(self, key: str, keep_last: int, if_version: int | None = None,
+             ttl_seconds: float | None = None) -> Appended:
+        """Drop the oldest items so that at most ``keep_last`` remain (a write)."""
+        return self._ops.trim(key, protocol.check_keep_last(keep_last), check_if_version(if_version),
+                              protocol.ttl_ms(ttl_seconds))
+
+    def pop(self, key: str, if_version: int | None = None) -> Any:
+        """Remove and return the last item; None when the key is absent or the list empty."""
+        return self._ops.pop(key, check_if_version(if_version))
+
+    def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+        """Add ``by`` in the store (an absent key counts from 0); the new integer. Raises NotAnInteger,
+        and InvalidValue when the result leaves signed 64-bit."""
+        return self._ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+
+    def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
+        """Apply a JSON Merge Patch (RFC 7396) in the store (an absent key is ``{}``); the new value."""
+        return self._ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+
+    def batch(self) -> Batch:
+        """``with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""
+        from .batch import Batch
+
+        return Batch(self._ops)
 
 
 class AsyncScope:
@@ -123,14 +190,17 @@ class AsyncScope:
     async def get_versioned(self, key: str) -> Versioned:
         return await self._ops.get_versioned(key)
 
-    async def put(self, key: str, value: Any, if_version: int | None = None) -> int:
-        return await self._ops.put(key, value, if_version)
+    async def expires_at(self, key: str) -> int | None:
+        return await self._ops.expires_at(key)
+
+    async def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+        return await self._ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
 
     async def delete(self, key: str, if_version: int | None = None) -> None:
-        await self._ops.delete(key, if_version)
+        await self._ops.delete(key, check_if_version(if_version))
 
-    async def append(self, key: str, items: list[Any]) -> Appended:
-        return await self._ops.append(key, items)
+    async def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
+        return await self._ops.append(key, items, protocol.ttl_ms(ttl_seconds))
 
     async def update(self, key: str, fn: Callable[[Any], Any | Awaitable[Any]], default: Any = None) -> Any:
         for attempt in range(UPDATE_TRIES):
@@ -139,7 +209,7 @@ class AsyncScope:
             if isinstance(new, Awaitable):
                 new = await new
             try:
-                await self._ops.put(key, new, current.version)
+                await self._ops.put(key, new, current.version, None)
                 return new
             except VersionConflict:
                 await asyncio.sleep(backoff_seconds(attempt))
@@ -148,9 +218,38 @@ class AsyncScope:
     async def keys(self, prefix: str = "") -> AsyncIterator[tuple[str, int]]:
         after: str | None = ""
         while after is not None:
-            page, after = await self._ops.keys_page(prefix, after, 100)
+            page, after = await self._ops.keys_page(prefix, after, protocol.DEFAULT_PAGE)
             for item in page:
                 yield item
+
+    async def tail(self, key: str, n: int) -> list[Any]:
+        return (await self._ops.tail(key, protocol.check_tail(n))).items
+
+    async def items(self, key: str, start: int = 0, limit: int = protocol.DEFAULT_PAGE) -> Items:
+        return await self._ops.items(key, *protocol.check_range(start, limit))
+
+    async def trim(self, key: str, keep_last: int, if_version: int | None = None,
+                   ttl_seconds: float | None = None) -> Appended:
+        return await self._ops.trim(key, protocol.check_keep_last(keep_last), check_if_version(if_version),
+                                    protocol.ttl_ms(ttl_seconds))
+
+    async def pop(self, key: str, if_version: int | None = None) -> Any:
+        return await self._ops.pop(key, check_if_version(if_version))
+
+    async def incr(self, key: str, by: int = 1, if_version: int | None = None,
+                   ttl_seconds: float | None = None) -> int:
+        return await self._ops.incr(key, protocol.check_by(by), check_if_version(if_version),
+                                    protocol.ttl_ms(ttl_seconds))
+
+    async def patch(self, key: str, patch: Any, if_version: int | None = None,
+                    ttl_seconds: float | None = None) -> Any:
+        return await self._ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+
+    def batch(self) -> AsyncBatch:
+        """``async with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""
+        from .batch import AsyncBatch
+
+        return AsyncBatch(self._ops)
 
 
 def scope_namespace(kind: str, agent: str, id: str | None, env: str = "default") -> str:
@@ -172,33 +271,3 @@ def check_if_version(if_version: object) -> int | None:
     if not isinstance(if_version, int) or isinstance(if_version, bool) or if_version < 0:
         raise InvalidRequest("if_version must be a non-negative integer")
     return if_version
-
-
-class StoreOps:
-    """``ScopeOps`` straight on a store's sync state facet: validation, encoding, decoding."""
-
-    def __init__(self, backend: SyncStateFacet, ns: str) -> None:
-        self.backend = backend
-        self.ns = ns
-
-    def get_versioned(self, key: str) -> Versioned:
-        entry = self.backend.get(self.ns, values.check_key(key))
-        return Versioned(None, 0) if entry is None else Versioned(values.decode(entry.data), entry.version)
-
-    def put(self, key: str, value: Any, if_version: int | None) -> int:
-        values.check_key(key)
-        data = values.encode(value)
-        values.check_size(len(data))
-        return self.backend.put(self.ns, key, data, check_if_version(if_version))
-
-    def delete(self, key: str, if_version: int | None) -> None:
-        self.backend.delete(self.ns, values.check_key(key), check_if_version(if_version))
-
-    def append(self, key: str, items: list[Any]) -> Appended:
-        values.check_key(key)
-        encoded = values.encode_items(items)
-        return Appended(*self.backend.append(self.ns, key, encoded))
-
-    def keys_page(self, prefix: str, after: str, limit: int) -> Page:
-        page = self.backend.keys(self.ns, prefix, after, limit)
-        return page, (page[-1][0] if len(page) == limit else None)

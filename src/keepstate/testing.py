@@ -1,7 +1,7 @@
 """``run_agent``: run an agent function once, in-process, against an embedded store — no server.
 
 The agent gets the same ``Invocation`` (or ``AsyncInvocation``) class a ``Worker`` gives it; only
-the state ops differ: they go straight to a store through ``keepstate.scope.StoreOps``, in the
+the state ops differ: they go straight to a store through ``keepstate.embedded.StoreOps``, in the
 namespaces a server would use for environment ``default``. So a later ``run_agent`` on the same
 store sees the same session, agent, user and run state, and a test can drive a whole conversation
 or a hold and its resume.
@@ -18,16 +18,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn, cast
 
+from .batch import Planned
 from .client.invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
 from .client.records import Claim, Run
-from .embedded import Store
+from .embedded import Store, StoreOps
 from .embedded import open as open_store
 from .errors import KeepstateError, NoSession, NoUser
-from .scope import Appended, AsyncScope, Page, Scope, ScopeOps, StoreOps, Versioned, scope_namespace
+from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
 
@@ -63,29 +64,17 @@ class Recorder:
         return run
 
 
-class Refused(ScopeOps):
+class Refused:
     """A scope the run does not have (no session, no end user): every call raises ``error``."""
 
     def __init__(self, error: KeepstateError) -> None:
         self._error = error
 
-    def _refuse(self) -> Any:
-        raise type(self._error)(self._error.message)
+    def __getattr__(self, name: str) -> Callable[..., NoReturn]:
+        def refuse(*args: object) -> NoReturn:
+            raise type(self._error)(self._error.message)
 
-    def get_versioned(self, key: str) -> Versioned:
-        return self._refuse()  # type: ignore[no-any-return]
-
-    def put(self, key: str, value: Any, if_version: int | None) -> int:
-        return self._refuse()  # type: ignore[no-any-return]
-
-    def delete(self, key: str, if_version: int | None) -> None:
-        self._refuse()
-
-    def append(self, key: str, items: list[Any]) -> Appended:
-        return self._refuse()  # type: ignore[no-any-return]
-
-    def keys_page(self, prefix: str, after: str, limit: int) -> Page:
-        return self._refuse()  # type: ignore[no-any-return]
+        return refuse
 
 
 class AsyncOps:
@@ -97,17 +86,43 @@ class AsyncOps:
     async def get_versioned(self, key: str) -> Versioned:
         return self._ops.get_versioned(key)
 
-    async def put(self, key: str, value: Any, if_version: int | None) -> int:
-        return self._ops.put(key, value, if_version)
+    async def expires_at(self, key: str) -> int | None:
+        return self._ops.expires_at(key)
+
+    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
+        return self._ops.put(key, value, if_version, ttl_ms)
 
     async def delete(self, key: str, if_version: int | None) -> None:
         self._ops.delete(key, if_version)
 
-    async def append(self, key: str, items: list[Any]) -> Appended:
-        return self._ops.append(key, items)
+    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
+        return self._ops.append(key, items, ttl_ms)
 
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
         return self._ops.keys_page(prefix, after, limit)
+
+    async def tail(self, key: str, n: int) -> Items:
+        return self._ops.tail(key, n)
+
+    async def items(self, key: str, start: int, limit: int) -> Items:
+        return self._ops.items(key, start, limit)
+
+    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
+        return self._ops.trim(key, keep_last, if_version, ttl_ms)
+
+    async def pop(self, key: str, if_version: int | None) -> Any:
+        return self._ops.pop(key, if_version)
+
+    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
+        return self._ops.incr(key, by, if_version, ttl_ms)
+
+    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
+        return self._ops.patch(key, patch, if_version, ttl_ms)
+
+    async def batch(self, planned: Sequence[Planned]) -> list[Any]:
+        """Planned writes target ``AsyncOps``: the store's batch runs on the ops they wrap."""
+        inner = [replace(plan, target=plan.target._ops) for plan in planned]
+        return self._ops.batch(inner)
 
 
 def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
@@ -115,9 +130,9 @@ def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
     def ops(kind: str, id: str | None) -> ScopeOps:
         return StoreOps(store.state, scope_namespace(kind, claim.agent, id))
 
-    session: ScopeOps = Refused(NoSession("this run has no session")) if claim.session_id is None else ops(
-        "session", claim.session_id)
-    user: ScopeOps = Refused(NoUser("this run has no end user")) if claim.user is None else ops("user", claim.user)
+    no_session, no_user = Refused(NoSession("this run has no session")), Refused(NoUser("this run has no end user"))
+    session = cast(ScopeOps, no_session) if claim.session_id is None else ops("session", claim.session_id)
+    user = cast(ScopeOps, no_user) if claim.user is None else ops("user", claim.user)
     return [ops("run", claim.run_id), session, ops("agent", None), user]
 
 

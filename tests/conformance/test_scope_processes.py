@@ -75,3 +75,82 @@ def test_versions_never_repeat_under_mixed_writers_in_four_processes(backend_url
             assert (entry is None) == (key not in live), "keys() agrees with get()"
             if entry is not None:
                 orjson.loads(entry.data)  # whatever the interleaving, the stored value is whole JSON
+
+
+def _incr(url: str, times: int, go: Event) -> None:
+    with keepstate.open(url) as store:
+        scope = store.scope("agent", agent="counter")
+        go.wait(30)
+        for _ in range(times):
+            scope.incr("hits")
+
+
+def test_incr_from_four_processes_ends_exact(backend_url: str) -> None:
+    _run_all(_incr, [(backend_url, 100)] * 4)
+    with keepstate.open(backend_url) as store:
+        assert store.scope("agent", agent="counter").get_versioned("hits") == (400, 400)
+
+
+BATCHES = 40
+
+
+def _batch_writer(url: str, writer: int, go: Event) -> None:
+    """Each batch moves one unit from ``from`` to ``to`` and records it in the outbox, together."""
+    with keepstate.open(url) as store:
+        ledger, outbox = store.scope("run", agent="bank", id="ledger"), store.scope("agent", agent="bank")
+        go.wait(30)
+        for index in range(BATCHES):
+            with ledger.batch() as b:
+                b.incr("from", by=-1)
+                b.incr("to", by=1)
+                b.on(outbox).append("outbox", [[writer, index]])
+
+
+def _single_writer(url: str, go: Event) -> None:
+    """Single writes racing the batches on their keys: each keeps the invariant on its own."""
+    with keepstate.open(url) as store:
+        ledger = store.scope("run", agent="bank", id="ledger")
+        go.wait(30)
+        for _ in range(BATCHES):
+            ledger.append("noise", [1])
+            ledger.incr("other")
+
+
+def _reader(url: str, go: Event, out: object) -> None:
+    """Reads both counters in one batch-free way many times: a half-applied batch would show."""
+    seen_torn = 0
+    with keepstate.open(url) as store:
+        ledger, outbox = store.scope("run", agent="bank", id="ledger"), store.scope("agent", agent="bank")
+        go.wait(30)
+        for _ in range(300):
+            moved = -int(ledger.get("from", 0))
+            # from and to are read one after the other: between the two reads more batches may land, so
+            # to >= moved always; a half-applied batch (from moved, to not yet) would make to < moved
+            arrived = int(ledger.get("to", 0))
+            logged = outbox.items("outbox", 0, 1).length
+            if arrived < moved or logged < moved:
+                seen_torn += 1
+    out.put(seen_torn)  # type: ignore[attr-defined]
+
+
+def test_a_batch_is_never_seen_half_applied_by_any_reader(backend_url: str) -> None:
+    out = _spawn.Queue()
+    go = _spawn.Event()
+    procs = [_spawn.Process(target=_batch_writer, args=(backend_url, writer, go)) for writer in range(3)]
+    procs.append(_spawn.Process(target=_single_writer, args=(backend_url, go)))
+    procs += [_spawn.Process(target=_reader, args=(backend_url, go, out)) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    go.set()
+    torn = [out.get(timeout=180) for _ in range(2)]
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    assert torn == [0, 0], "a reader saw a batch half applied"
+    with keepstate.open(backend_url) as store:
+        ledger, outbox = store.scope("run", agent="bank", id="ledger"), store.scope("agent", agent="bank")
+        assert (ledger.get("from"), ledger.get("to")) == (-3 * BATCHES, 3 * BATCHES)
+        entries = outbox.get("outbox")
+        assert len(entries) == 3 * BATCHES
+        for writer in range(3):
+            assert [index for w, index in entries if w == writer] == list(range(BATCHES))

@@ -42,10 +42,13 @@ from typing import Any, Protocol
 
 from ..errors import InvalidRequest
 from .records import (
+    BatchOp,
     Blob,
     Claimed,
     Entry,
+    ListPage,
     Outcome,
+    Patcher,
     RunContext,
     RunFilter,
     StateRecord,
@@ -106,23 +109,45 @@ def redact(url: str) -> str:
 
 
 class StateFacet(ABC):
-    """Versioned values and lists under ``(namespace, key)``, asynchronous face."""
+    """Versioned values and lists under ``(namespace, key)``, asynchronous face.
+
+    Values arrive as canonical JSON bytes, already checked and size-limited by ``keepstate.values``
+    (a facet never parses JSON except where a method says so). The rules, on every backend:
+
+    - Versions start at 1, grow by one per write and never repeat for a key, also after a delete or
+      an expiry (a tombstone keeps the last version). ``if_version=0`` means "only if absent"; a
+      mismatch raises ``VersionConflict(current_version)`` (0 when absent) and writes nothing.
+    - A *list* is a JSON array, whether written whole by ``put`` or built by ``append``. Appending,
+      reading part of a list (``tail``, ``items``), ``trim`` and ``pop`` cost what the items they touch
+      cost, never the whole list's length, for lists built by ``append`` (a list written whole by ``put``
+      is read whole once, by its first append or trim). They raise ``NotAList`` on another value.
+      A list never passes 1 MiB as compact JSON (``TooLarge``, nothing added).
+    - **Expiry.** ``ttl_ms`` on a write sets the key to expire that long after it, by the store's own
+      clock. ``put`` without it clears any expiry; every other write without it keeps the key's
+      expiry. An expired key is absent for every call the moment it expires — reads, listings,
+      ``if_version=0``, appends (a new list), ``incr`` (from 0), ``patch`` (from ``{}``) — whatever
+      ``sweep`` has done, and its version still goes on from where it was. ``delete`` clears expiry.
+    - Writes are linearizable per key, also across processes; ``batch`` is atomic across keys.
+    - Driver errors become ``Unavailable``; nothing else from a driver ever escapes.
+    """
 
     @abstractmethod
     async def get(self, ns: str, key: str) -> Entry | None:
-        """The live entry, or None when absent or deleted."""
+        """The live entry (with its ``expires_at``), or None when absent, deleted or expired."""
 
     @abstractmethod
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
-        """Write ``data`` (canonical JSON); the new version. VersionConflict on an ``if_version`` mismatch."""
+    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
+                  ttl_ms: int | None = None) -> int:
+        """Write ``data``; the new version."""
 
     @abstractmethod
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        """Delete; True when a live value was deleted. VersionConflict on a mismatch."""
+        """Delete; True when a live value was deleted."""
 
     @abstractmethod
-    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
-        """Append encoded items atomically; ``(version, length)``."""
+    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+        """Append encoded items atomically, creating the list if needed; ``(version, length)``.
+        An empty ``items`` is still a write (version + 1; an absent key becomes ``[]``)."""
 
     @abstractmethod
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
@@ -134,24 +159,83 @@ class StateFacet(ABC):
 
     @abstractmethod
     def records(self) -> AsyncIterator[StateRecord]:
-        """Every key of the store, tombstones included, for export."""
+        """Every key of the store, tombstones included (an expired key as one), for export."""
 
     @abstractmethod
     async def restore(self, record: StateRecord) -> None:
-        """Write a record exactly as exported (its version included), for import."""
+        """Write a record exactly as exported (its version and expiry included), for import."""
+
+    @abstractmethod
+    async def tail(self, ns: str, key: str, n: int) -> ListPage | None:
+        """The last ``n`` items (``n`` ≥ 1) of a list, oldest first; None when the key is absent."""
+
+    @abstractmethod
+    async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
+        """Items ``start`` … ``start + limit - 1`` (from 0, the oldest present; fewer past the end);
+        None when the key is absent."""
+
+    @abstractmethod
+    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
+                   ttl_ms: int | None = None) -> tuple[int, int]:
+        """Drop the oldest items so that at most ``keep_last`` remain (a write: version + 1);
+        ``(version, length)``. An absent key stays absent: ``(0, 0)``, nothing written."""
+
+    @abstractmethod
+    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        """Remove and return the last item (a write): ``(item, version, length)``; None, writing
+        nothing, when the key is absent or the list empty."""
+
+    @abstractmethod
+    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
+                   ttl_ms: int | None = None) -> tuple[int, int]:
+        """Add ``by`` to an integer value, an absent one counting from 0: ``(value, version)``.
+        ``NotAnInteger`` on another value; ``InvalidValue`` (nothing written) when the result leaves
+        signed 64-bit."""
+
+    @abstractmethod
+    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
+                     ttl_ms: int | None = None) -> tuple[bytes, int]:
+        """Rewrite a value with ``patcher`` (given the current canonical JSON, None when absent) in one
+        atomic step: ``(new value, version)``. The store-side write behind ``PATCH``."""
+
+    @abstractmethod
+    async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
+        """Apply every op in order as one atomic step, or none of them. Each op acts as its call alone
+        would, seeing the ops before it; the answers, one per op, are what those calls return (``delete``:
+        its bool). When ``if_version`` fails for any op, nothing is written and ``VersionConflict`` is
+        raised with ``conflicts``: ``[{"index", "ns", "key", "current_version"}]`` for every op that
+        failed (an op whose check failed counts as not applied for the checks after it). Any other error
+        is raised with ``index`` (of the op that caused it) in its details, nothing written."""
+
+    @abstractmethod
+    async def sweep(self, limit: int = 1000) -> int:
+        """Turn up to ``limit`` expired keys into tombstones (freeing their values and items); how many.
+        Only space: reads already treat an expired key as absent."""
 
 
 class SyncStateFacet(Protocol):
     """``StateFacet``'s synchronous face: the same methods and promises."""
 
     def get(self, ns: str, key: str) -> Entry | None: ...
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int: ...
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
+            ttl_ms: int | None = None) -> int: ...
     def delete(self, ns: str, key: str, if_version: int | None = None) -> bool: ...
-    def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]: ...
+    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]: ...
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]: ...
     def drop(self, ns: str) -> None: ...
     def records(self) -> Iterator[StateRecord]: ...
     def restore(self, record: StateRecord) -> None: ...
+    def tail(self, ns: str, key: str, n: int) -> ListPage | None: ...
+    def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None: ...
+    def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
+             ttl_ms: int | None = None) -> tuple[int, int]: ...
+    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None: ...
+    def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
+             ttl_ms: int | None = None) -> tuple[int, int]: ...
+    def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
+               ttl_ms: int | None = None) -> tuple[bytes, int]: ...
+    def batch(self, ops: Sequence[BatchOp]) -> list[Any]: ...
+    def sweep(self, limit: int = 1000) -> int: ...
 
 
 # ---------------------------------------------------------------- platform

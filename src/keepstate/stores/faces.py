@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from typing import Any, TypeVar
 
 from .base import Database, StateFacet, SyncStateFacet
-from .records import Entry, StateRecord
+from .records import BatchOp, Entry, ListPage, Patcher, StateRecord
 
 T = TypeVar("T")
 
@@ -27,14 +27,16 @@ class InlineAsync(StateFacet):
     async def get(self, ns: str, key: str) -> Entry | None:
         return self.sync.get(ns, key)
 
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
-        return self.sync.put(ns, key, data, if_version)
+    async def put(
+        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> int:
+        return self.sync.put(ns, key, data, if_version, ttl_ms)
 
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         return self.sync.delete(ns, key, if_version)
 
-    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
-        return self.sync.append(ns, key, items)
+    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+        return self.sync.append(ns, key, items, ttl_ms)
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return self.sync.keys(ns, prefix, after, limit)
@@ -48,6 +50,36 @@ class InlineAsync(StateFacet):
 
     async def restore(self, record: StateRecord) -> None:
         self.sync.restore(record)
+
+    async def tail(self, ns: str, key: str, n: int) -> ListPage | None:
+        return self.sync.tail(ns, key, n)
+
+    async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
+        return self.sync.items(ns, key, start, limit)
+
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return self.sync.trim(ns, key, keep_last, if_version, ttl_ms)
+
+    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        return self.sync.pop(ns, key, if_version)
+
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return self.sync.incr(ns, key, by, if_version, ttl_ms)
+
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
+        return self.sync.update(ns, key, patcher, if_version, ttl_ms)
+
+    async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
+        return self.sync.batch(ops)
+
+    async def sweep(self, limit: int = 1000) -> int:
+        return self.sync.sweep(limit)
 
 
 class EventLoopThread:
@@ -77,14 +109,14 @@ class Portal:
     def get(self, ns: str, key: str) -> Entry | None:
         return self._loop.run(self.facet.get(ns, key))
 
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
-        return self._loop.run(self.facet.put(ns, key, data, if_version))
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
+        return self._loop.run(self.facet.put(ns, key, data, if_version, ttl_ms))
 
     def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         return self._loop.run(self.facet.delete(ns, key, if_version))
 
-    def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
-        return self._loop.run(self.facet.append(ns, key, items))
+    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+        return self._loop.run(self.facet.append(ns, key, items, ttl_ms))
 
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return self._loop.run(self.facet.keys(ns, prefix, after, limit))
@@ -100,6 +132,36 @@ class Portal:
 
     def restore(self, record: StateRecord) -> None:
         self._loop.run(self.facet.restore(record))
+
+    def tail(self, ns: str, key: str, n: int) -> ListPage | None:
+        return self._loop.run(self.facet.tail(ns, key, n))
+
+    def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
+        return self._loop.run(self.facet.items(ns, key, start, limit))
+
+    def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return self._loop.run(self.facet.trim(ns, key, keep_last, if_version, ttl_ms))
+
+    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        return self._loop.run(self.facet.pop(ns, key, if_version))
+
+    def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return self._loop.run(self.facet.incr(ns, key, by, if_version, ttl_ms))
+
+    def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
+        return self._loop.run(self.facet.update(ns, key, patcher, if_version, ttl_ms))
+
+    def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
+        return self._loop.run(self.facet.batch(ops))
+
+    def sweep(self, limit: int = 1000) -> int:
+        return self._loop.run(self.facet.sweep(limit))
 
 
 class SyncState:

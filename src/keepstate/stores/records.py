@@ -8,6 +8,7 @@ stores never parse them and answers embed them as they are (``public()``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,20 +37,60 @@ def prefix_end(prefix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A stored value: canonical JSON bytes and its version."""
+    """A stored value: canonical JSON bytes, its version, and when it expires (ms; None: never)."""
 
     data: bytes
     version: int
+    expires_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StateRecord:
-    """One key as export/import moves it; ``data`` is None for a tombstone (deleted key)."""
+    """One key as export/import moves it; ``data`` is None for a tombstone (deleted or expired key)."""
 
     ns: str
     key: str
     version: int
     data: bytes | None
+    expires_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """Part of a list: its items (canonical JSON bytes each), and the whole list's version and length."""
+
+    items: list[bytes]
+    version: int
+    length: int
+
+
+Patcher = Callable[[bytes | None], bytes]
+"""A store-side rewrite of one value: canonical JSON of the current value (None: absent) to the new one.
+Pure and quick (the store calls it inside its atomic step, possibly more than once); it may raise a
+``KeepstateError`` (TooLarge, InvalidValue), which the store passes on, writing nothing."""
+
+BATCH_OPS = ("put", "delete", "append", "incr", "patch", "trim")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOp:
+    """One write of an atomic batch, with the arguments of that write alone (unused ones left default)."""
+
+    op: str
+    ns: str
+    key: str
+    data: bytes = b"null"
+    """``put``: the value."""
+    items: Sequence[bytes] = ()
+    """``append``: the encoded items."""
+    by: int = 0
+    """``incr``: the step."""
+    patcher: Patcher | None = None
+    """``patch``: the rewrite."""
+    keep_last: int = 0
+    """``trim``: how many items remain at most."""
+    if_version: int | None = None
+    ttl_ms: int | None = None
 
 
 # ---------------------------------------------------------------- leases (the session store)
