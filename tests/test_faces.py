@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from keepstate import AsyncClient, AsyncInvocation, AsyncScope, AsyncWorker, Client, Invocation, Scope, Worker
-from keepstate.client import AsyncKeys, AsyncRuns, AsyncSessions, Keys, Runs, Sessions
+from keepstate.batch import AsyncBatch, Batch
+from keepstate.client import AsyncCallerState, AsyncKeys, AsyncRuns, AsyncSessions, CallerState, Keys, Runs, Sessions
 from keepstate.client.invocation import AsyncHttpOps, AsyncState, HttpOps, State
 from keepstate.scope import AsyncScopeOps, ScopeOps
 from keepstate.stores.base import StateFacet, SyncStateFacet
@@ -57,7 +58,7 @@ def _same(sync: type, asynchronous: type, only: set[str] | None = None, init: bo
 @pytest.mark.parametrize(("sync", "asynchronous"), [
     (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Worker, AsyncWorker),
     (Invocation, AsyncInvocation), (Scope, AsyncScope), (State, AsyncState), (ScopeOps, AsyncScopeOps),
-    (HttpOps, AsyncHttpOps),
+    (HttpOps, AsyncHttpOps), (CallerState, AsyncCallerState), (Batch, AsyncBatch),
 ])
 def test_the_sdk_faces_match(sync: type, asynchronous: type) -> None:
     _same(sync, asynchronous)

@@ -6,13 +6,13 @@ import keepstate
 
 PUBLIC = {
     # embedded store and scopes
-    "open", "Store", "Scope", "AsyncScope", "Versioned", "Appended",
+    "open", "Store", "Scope", "AsyncScope", "Versioned", "Appended", "Items",
     # the SDK
     "Client", "AsyncClient", "Worker", "AsyncWorker", "Invocation", "AsyncInvocation", "Key", "Run", "Session",
     # errors
     "KeepstateError", "InvalidKey", "InvalidValue", "InvalidRequest", "Unauthorized", "Forbidden", "NotFound",
-    "VersionConflict", "NotAList", "NoSession", "NoUser", "SessionBusy", "NotHeld", "TooLarge", "Unavailable",
-    "LeaseLost", "SessionLocked", "InterruptedExecution",
+    "VersionConflict", "NotAList", "NotAnInteger", "NoSession", "NoUser", "SessionBusy", "NotHeld", "TooLarge",
+    "Unavailable", "LeaseLost", "SessionLocked", "InterruptedExecution",
 }
 
 

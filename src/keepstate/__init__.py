@@ -23,7 +23,7 @@ from .errors import (
     Unavailable,
     VersionConflict,
 )
-from .scope import Appended, AsyncScope, Scope, Versioned
+from .scope import Appended, AsyncScope, Items, Scope, Versioned
 
 __version__ = "0.1.0"
 
@@ -40,6 +40,7 @@ __all__ = [
     "InvalidRequest",
     "InvalidValue",
     "Invocation",
+    "Items",
     "KeepstateError",
     "Key",
     "LeaseLost",

@@ -7,14 +7,15 @@ I/O-free (``calls``, ``_core``); the sync and async modules only send them.
 
 from __future__ import annotations
 
-from ._async import AsyncClient, AsyncKeys, AsyncRuns, AsyncSessions
-from ._sync import Client, Keys, Runs, Sessions
+from ._async import AsyncCallerState, AsyncClient, AsyncKeys, AsyncRuns, AsyncSessions
+from ._sync import CallerState, Client, Keys, Runs, Sessions
 from .async_worker import AsyncWorker
 from .invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
 from .records import Claim, Heartbeat, Key, Run, Session
 from .worker import Worker
 
 __all__ = [
+    "AsyncCallerState",
     "AsyncClient",
     "AsyncInvocation",
     "AsyncKeys",
@@ -22,6 +23,7 @@ __all__ = [
     "AsyncSessions",
     "AsyncState",
     "AsyncWorker",
+    "CallerState",
     "Claim",
     "Client",
     "Heartbeat",

@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 
 import httpx
 
+from ..scope import AsyncScope
 from . import _core, calls
 from ._core import Call, Config
+from .invocation import AsyncHttpOps
 from .records import Key, Run, Session
+from .state_calls import StateTarget
 
 T = TypeVar("T")
 
@@ -142,6 +145,34 @@ class AsyncKeys:
         await self._send(calls.revoke_key(id))
 
 
+class AsyncCallerState:
+    """``client.state``: state read and written with the client's key ("State for callers"), the same
+    scope calls and errors as an agent's; 404 for a session or run this key may not see, 403 for a
+    member on the agent and user scopes."""
+
+    def __init__(self, sender: AsyncSender) -> None:
+        self._send = sender.send
+
+    def session(self, session_id: str, agent: str) -> AsyncScope:
+        """The session-scope state of one agent in a session (its owner, admins)."""
+        return self._scope("sessions", session_id, "state", agent)
+
+    def run(self, run_id: str) -> AsyncScope:
+        """A run's run-scope state, of its agent (its owner, admins)."""
+        return self._scope("runs", run_id, "state")
+
+    def agent(self, agent: str) -> AsyncScope:
+        """An agent's agent-scope state (admins)."""
+        return self._scope("agents", agent, "state")
+
+    def user(self, user: str, agent: str) -> AsyncScope:
+        """An end user's user-scope state of one agent (admins)."""
+        return self._scope("users", user, "state", agent)
+
+    def _scope(self, *parts: str) -> AsyncScope:
+        return AsyncScope(AsyncHttpOps(self._send, StateTarget.of_caller(*parts)))
+
+
 class AsyncClient:
     """The caller's side of the HTTP API for asyncio: ``Client``'s calls, awaited. ``aclose()`` it."""
 
@@ -154,6 +185,7 @@ class AsyncClient:
         self.sessions = AsyncSessions(self._sender)
         self.runs = AsyncRuns(self._sender)
         self.keys = AsyncKeys(self._sender)
+        self.state = AsyncCallerState(self._sender)
 
     @property
     def base_url(self) -> str:

@@ -92,6 +92,8 @@ class Call(Generic[T]):
     safe: bool = False
     long_poll: float = 0.0
     absent: Callable[[], T] | None = None
+    absent_names_key: bool = False
+    """Take a 404 as ``absent`` only when it names the key (a caller's path can 404 for its session)."""
 
     def headers(self, config: Config) -> dict[str, str]:
         headers = {"content-type": "application/json"} if self.content is not None else {}
@@ -146,9 +148,14 @@ def finish(call: Call[T], status: int, content: bytes) -> T:
     answer = decode(content)
     if 200 <= status < 300:
         return call.parse(answer)
-    if status == 404 and call.absent is not None:
+    if status == 404 and call.absent is not None and (not call.absent_names_key or _names_key(answer)):
         return call.absent()
     raise from_wire(status, answer)
+
+
+def _names_key(answer: Any) -> bool:
+    """An absent key's 404 names it; a caller's 404 for a session or run it may not see does not."""
+    return isinstance(answer, dict) and "key" in answer
 
 
 def transport_error(error: httpx.TransportError, config: Config) -> KeepstateError:

@@ -15,9 +15,12 @@ from typing import Any, TypeVar
 
 import httpx
 
+from ..scope import Scope
 from . import _core, calls
 from ._core import Call, Config
+from .invocation import HttpOps
 from .records import Key, Run, Session
+from .state_calls import StateTarget
 
 T = TypeVar("T")
 
@@ -146,6 +149,34 @@ class Keys:
         self._send(calls.revoke_key(id))
 
 
+class CallerState:
+    """``client.state``: state read and written with the client's key ("State for callers"), the same
+    scope calls and errors as an agent's; 404 for a session or run this key may not see, 403 for a
+    member on the agent and user scopes."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._send = sender.send
+
+    def session(self, session_id: str, agent: str) -> Scope:
+        """The session-scope state of one agent in a session (its owner, admins)."""
+        return self._scope("sessions", session_id, "state", agent)
+
+    def run(self, run_id: str) -> Scope:
+        """A run's run-scope state, of its agent (its owner, admins)."""
+        return self._scope("runs", run_id, "state")
+
+    def agent(self, agent: str) -> Scope:
+        """An agent's agent-scope state (admins)."""
+        return self._scope("agents", agent, "state")
+
+    def user(self, user: str, agent: str) -> Scope:
+        """An end user's user-scope state of one agent (admins)."""
+        return self._scope("users", user, "state", agent)
+
+    def _scope(self, *parts: str) -> Scope:
+        return Scope(HttpOps(self._send, StateTarget.of_caller(*parts)))
+
+
 class Client:
     """The caller's side of the HTTP API, synchronous. Use as a context manager or ``close()`` it.
 
@@ -162,6 +193,7 @@ class Client:
         self.sessions = Sessions(self._sender)
         self.runs = Runs(self._sender)
         self.keys = Keys(self._sender)
+        self.state = CallerState(self._sender)
 
     @property
     def base_url(self) -> str:

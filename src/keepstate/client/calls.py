@@ -9,7 +9,6 @@ from typing import Any
 
 from .. import values
 from ..protocol import MAX_CLAIM_WAIT_S, MAX_RUN_WAIT_S
-from ..scope import Appended, Page, Versioned, check_if_version
 from ._core import Call, _keep, _none, body, query, segment
 from .records import Claim, Heartbeat, Key, Run, Session
 
@@ -132,58 +131,3 @@ def fail(invocation_id: str, token: str, error_type: str, message: str) -> Call[
 
 def hold(invocation_id: str, token: str, request: Any) -> Call[Any]:
     return _invocation(invocation_id, "hold", token, values.encode({"request": request}))
-
-
-# -- state (run token) -----------------------------------------------------------------------
-
-def _state_path(scope: str, key: str) -> str:
-    return f"/v0/state/{segment(scope)}/{segment(values.check_key(key))}"
-
-
-def state_get(scope: str, key: str, token: str) -> Call[Versioned]:
-    def parse(answer: Any) -> Versioned:
-        return Versioned(answer.get("value"), int(answer["version"]))
-
-    return Call(
-        "GET", _state_path(scope, key), parse, auth="token", token=token, safe=True,
-        absent=lambda: Versioned(None, 0),
-    )
-
-
-def state_put(scope: str, key: str, value: Any, if_version: int | None, token: str) -> Call[int]:
-    """Checked and sized here like the embedded store does, so a bad value never leaves the process."""
-    path = _state_path(scope, key)
-    data = values.encode(value)
-    values.check_size(len(data))
-    guard = check_if_version(if_version)
-    content = b'{"value":' + data + (b"" if guard is None else b',"if_version":%d' % guard) + b"}"
-    return Call(
-        "PUT", path, lambda answer: int(answer["version"]), content, auth="token", token=token, safe=guard is not None
-    )
-
-
-def state_delete(scope: str, key: str, if_version: int | None, token: str) -> Call[None]:
-    path = _state_path(scope, key)
-    guard = check_if_version(if_version)
-    params = query(if_version=guard)
-    return Call("DELETE", path, _none, params=params, auth="token", token=token, safe=guard is not None)
-
-
-def state_append(scope: str, key: str, items: list[Any], token: str) -> Call[Appended]:
-    path = _state_path(scope, key) + "/append"
-    encoded = values.encode_items(items)
-    content = b'{"items":[' + b",".join(encoded) + b"]}"
-
-    def parse(answer: Any) -> Appended:
-        return Appended(int(answer["version"]), int(answer["length"]))
-
-    return Call("POST", path, parse, content, auth="token", token=token)
-
-
-def state_keys(scope: str, prefix: str, after: str, limit: int, token: str) -> Call[Page]:
-    def parse(answer: Any) -> Page:
-        page = [(str(item["key"]), int(item["version"])) for item in answer.get("keys", [])]
-        return page, answer.get("next")
-
-    params = query(prefix=prefix or None, after=after or None, limit=limit)
-    return Call("GET", f"/v0/state/{segment(scope)}", parse, params=params, auth="token", token=token, safe=True)

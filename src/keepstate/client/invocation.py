@@ -11,14 +11,17 @@ agent's ``except Exception`` cannot swallow it by accident; the worker catches i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ..scope import Appended, AsyncScope, AsyncScopeOps, Page, Scope, ScopeOps, Versioned
-from . import calls
+from ..batch import Planned
+from ..errors import InvalidRequest
+from ..scope import Appended, AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
+from . import state_calls
 from ._core import Call
 from .records import Claim, Run
+from .state_calls import StateTarget
 
 SCOPE_NAMES = ("run", "session", "agent", "user")
 
@@ -52,63 +55,131 @@ class AsyncState:
 
 
 class HttpOps(ScopeOps):
-    """``ScopeOps`` over HTTP: ``/v0/state/{scope}/...`` with the run token."""
+    """``ScopeOps`` over HTTP: the State API at one ``StateTarget`` (a run token's scope or a caller's prefix)."""
 
-    def __init__(self, send: Callable[[Call[Any]], Any], scope: str, token: str) -> None:
-        self._send, self._scope, self._token = send, scope, token
+    def __init__(self, send: Callable[[Call[Any]], Any], target: StateTarget) -> None:
+        self._send, self.target = send, target
 
     def get_versioned(self, key: str) -> Versioned:
-        result: Versioned = self._send(calls.state_get(self._scope, key, self._token))
+        result: Versioned = self._send(state_calls.get(self.target, key))
         return result
 
-    def put(self, key: str, value: Any, if_version: int | None) -> int:
-        result: int = self._send(calls.state_put(self._scope, key, value, if_version, self._token))
+    def expires_at(self, key: str) -> int | None:
+        result: int | None = self._send(state_calls.expires_at(self.target, key))
+        return result
+
+    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
+        result: int = self._send(state_calls.put(self.target, key, value, if_version, ttl_ms))
         return result
 
     def delete(self, key: str, if_version: int | None) -> None:
-        self._send(calls.state_delete(self._scope, key, if_version, self._token))
+        self._send(state_calls.delete(self.target, key, if_version))
 
-    def append(self, key: str, items: list[Any]) -> Appended:
-        result: Appended = self._send(calls.state_append(self._scope, key, items, self._token))
+    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
+        result: Appended = self._send(state_calls.append(self.target, key, items, ttl_ms))
         return result
 
     def keys_page(self, prefix: str, after: str, limit: int) -> Page:
-        result: Page = self._send(calls.state_keys(self._scope, prefix, after, limit, self._token))
+        result: Page = self._send(state_calls.keys(self.target, prefix, after, limit))
+        return result
+
+    def tail(self, key: str, n: int) -> Items:
+        result: Items = self._send(state_calls.tail(self.target, key, n))
+        return result
+
+    def items(self, key: str, start: int, limit: int) -> Items:
+        result: Items = self._send(state_calls.items(self.target, key, start, limit))
+        return result
+
+    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
+        result: Appended = self._send(state_calls.trim(self.target, key, keep_last, if_version, ttl_ms))
+        return result
+
+    def pop(self, key: str, if_version: int | None) -> Any:
+        return self._send(state_calls.pop(self.target, key, if_version))
+
+    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
+        result: int = self._send(state_calls.incr(self.target, key, by, if_version, ttl_ms))
+        return result
+
+    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
+        return self._send(state_calls.patch(self.target, key, patch, if_version, ttl_ms))
+
+    def batch(self, planned: Sequence[Planned]) -> list[Any]:
+        result: list[Any] = self._send(_batch_call(self.target, planned))
         return result
 
 
 class AsyncHttpOps(AsyncScopeOps):
-    """``AsyncScopeOps`` over HTTP: ``/v0/state/{scope}/...`` with the run token."""
+    """``AsyncScopeOps`` over HTTP, as ``HttpOps``."""
 
-    def __init__(self, send: Callable[[Call[Any]], Awaitable[Any]], scope: str, token: str) -> None:
-        self._send, self._scope, self._token = send, scope, token
+    def __init__(self, send: Callable[[Call[Any]], Awaitable[Any]], target: StateTarget) -> None:
+        self._send, self.target = send, target
 
     async def get_versioned(self, key: str) -> Versioned:
-        result: Versioned = await self._send(calls.state_get(self._scope, key, self._token))
+        result: Versioned = await self._send(state_calls.get(self.target, key))
         return result
 
-    async def put(self, key: str, value: Any, if_version: int | None) -> int:
-        result: int = await self._send(calls.state_put(self._scope, key, value, if_version, self._token))
+    async def expires_at(self, key: str) -> int | None:
+        result: int | None = await self._send(state_calls.expires_at(self.target, key))
+        return result
+
+    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
+        result: int = await self._send(state_calls.put(self.target, key, value, if_version, ttl_ms))
         return result
 
     async def delete(self, key: str, if_version: int | None) -> None:
-        await self._send(calls.state_delete(self._scope, key, if_version, self._token))
+        await self._send(state_calls.delete(self.target, key, if_version))
 
-    async def append(self, key: str, items: list[Any]) -> Appended:
-        result: Appended = await self._send(calls.state_append(self._scope, key, items, self._token))
+    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
+        result: Appended = await self._send(state_calls.append(self.target, key, items, ttl_ms))
         return result
 
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
-        result: Page = await self._send(calls.state_keys(self._scope, prefix, after, limit, self._token))
+        result: Page = await self._send(state_calls.keys(self.target, prefix, after, limit))
+        return result
+
+    async def tail(self, key: str, n: int) -> Items:
+        result: Items = await self._send(state_calls.tail(self.target, key, n))
+        return result
+
+    async def items(self, key: str, start: int, limit: int) -> Items:
+        result: Items = await self._send(state_calls.items(self.target, key, start, limit))
+        return result
+
+    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
+        result: Appended = await self._send(state_calls.trim(self.target, key, keep_last, if_version, ttl_ms))
+        return result
+
+    async def pop(self, key: str, if_version: int | None) -> Any:
+        return await self._send(state_calls.pop(self.target, key, if_version))
+
+    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
+        result: int = await self._send(state_calls.incr(self.target, key, by, if_version, ttl_ms))
+        return result
+
+    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
+        return await self._send(state_calls.patch(self.target, key, patch, if_version, ttl_ms))
+
+    async def batch(self, planned: Sequence[Planned]) -> list[Any]:
+        result: list[Any] = await self._send(_batch_call(self.target, planned))
         return result
 
 
+def _batch_call(target: StateTarget, planned: Sequence[Planned]) -> Call[Any]:
+    """One batch call of planned writes; every write must target ops of this client kind."""
+    targets = [getattr(plan.target, "target", None) for plan in planned]
+    if target.token is None or not all(isinstance(found, StateTarget) for found in targets):
+        raise InvalidRequest("a batch over HTTP writes to the scopes of one invocation")
+    return state_calls.batch(target.token, planned, targets)  # type: ignore[arg-type]
+
+
 def http_state(send: Callable[[Call[Any]], Any], token: str) -> State:
-    return State(*(Scope(HttpOps(send, name, token)) for name in SCOPE_NAMES))
+    return State(*(Scope(HttpOps(send, StateTarget.of_run(name, token))) for name in SCOPE_NAMES))
 
 
 def async_http_state(send: Callable[[Call[Any]], Awaitable[Any]], token: str) -> AsyncState:
-    return AsyncState(*(AsyncScope(AsyncHttpOps(send, name, token)) for name in SCOPE_NAMES))
+    return AsyncState(*(AsyncScope(AsyncHttpOps(send, StateTarget.of_run(name, token))) for name in SCOPE_NAMES))
 
 
 class _Facts:

@@ -225,13 +225,13 @@ class Platform:
         deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
         while True:
             event = self.changed.current()
-            run = await self._visible_run(caller, run_id)
+            run = await self.visible_run(caller, run_id)
             left = deadline - loop.time()
             if run.status not in ACTIVE or left <= 0:
                 return run
             await self.changed.wait(min(left, RUN_POLL_S), event)
 
-    async def _visible_run(self, caller: Caller, run_id: str) -> StoredRun:
+    async def visible_run(self, caller: Caller, run_id: str) -> StoredRun:
         run = await self.repo.get_run(caller.env, run_id)
         if run is None or not self.may_use(caller, run.owner):
             raise NotFound(f"no run {run_id!r}")
@@ -255,7 +255,7 @@ class Platform:
             raise InvalidRequest("approved must be true or false")
         decision = values.encode({"approved": approved, "data": body.get("data")})
         values.check_size(len(decision), "decision")
-        run = await self._visible_run(caller, run_id)
+        run = await self.visible_run(caller, run_id)
         now = now_ms()
         invocation = StoredInvocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now)
         decided = await self.repo.decide(caller.env, run_id, decision, invocation, now)
@@ -266,7 +266,7 @@ class Platform:
 
     async def cancel(self, caller: Caller, run_id: str) -> StoredRun:
         require(caller, "admin", "member")
-        await self._visible_run(caller, run_id)
+        await self.visible_run(caller, run_id)
         run = await self.repo.cancel(caller.env, run_id, now_ms())
         if run is None:
             raise NotFound(f"no run {run_id!r}")

@@ -1,23 +1,43 @@
-"""The State API as a run token sees it: four scopes of the token's run, on the state facet.
+"""The State API's rules: whose namespace a request addresses, and each call over the state facet.
 
-The namespace of each scope comes from ``keepstate.scope.scope_namespace`` (the same function the
-embedded store and ``keepstate.testing`` use), so an agent finds the same state whether it runs
-embedded or behind this server. Validation (keys, values, sizes) is ``keepstate.values``'.
+A request names its state in one of five ways (``Address``): a run token and a scope
+(``/v0/state/{scope}/…``, the seed's API), or a caller's key and a prefix — a session's state of one
+agent, a run's, an agent's, an end user's of one agent ("State for callers"). ``StateApi.namespace``
+turns an address into a namespace with the rules of the rest of the API (404 for a session or run the
+caller may not see, 403 for a member on the agent and user prefixes); the calls then act on that
+namespace alike, with the same bodies and answers whoever asked.
+
+Namespaces come from ``keepstate.scope.scope_namespace`` (the same function the embedded store and
+``keepstate.testing`` use), so an agent finds the same state whether it runs embedded or behind this
+server. Keys, values and sizes are ``keepstate.values``', arguments' bounds ``keepstate.protocol``'s.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .. import values
-from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser
+from .. import protocol, values, writes
+from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import StateFacet
-from ..stores.records import SCOPE_KINDS, Entry, RunContext
-from .service import Platform, lease_alive, require_run_token
+from ..stores.records import SCOPE_KINDS, Entry, ListPage, RunContext
+from .models import Caller
+from .service import Platform, lease_alive, require, require_run_token
 
 NAMESPACE_CACHE = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a state request points: ``kind`` is ``token`` (a run token and a scope) or a caller prefix
+    (``session``, ``run``, ``agent``, ``user``) with its path parameters."""
+
+    kind: str
+    scope: str = ""
+    id: str = ""
+    agent: str = ""
 
 
 def namespace(ctx: RunContext, kind: str) -> str:
@@ -47,19 +67,72 @@ def _scope_namespace(kind: str, agent: str, scope_id: str | None, env: str) -> s
     return scope_namespace(kind, agent, scope_id, env)
 
 
-def _found(entry: Entry | None, kind: str, key: str) -> Entry:
+def _found(entry: Entry | None, key: str) -> Entry:
     if entry is None:
-        raise NotFound(f"no value at {kind}/{key}")
+        raise absent(key)
     return entry
+
+
+def absent(key: str, what: str = "no value at") -> NotFound:
+    """404 for a key that is absent (``key`` in the details): a client tells it from a 404 for a session
+    or run it may not see, which names no key."""
+    return NotFound(f"{what} {key!r}", key=key)
+
+
+def _field(body: dict[str, Any], name: str) -> Any:
+    if name not in body:
+        raise InvalidRequest(f"{name} is required")
+    return body[name]
+
+
+def write_fields(op: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A write's body fields, checked, in the form ``writes.batch_op`` takes (one rule for single
+    calls and batch ops)."""
+    fields: dict[str, Any] = {"if_version": check_if_version(body.get("if_version")),
+                              "ttl_ms": protocol.ttl_ms(body.get("ttl_seconds"))}
+    if op == "put":
+        fields["value"] = _field(body, "value")
+    elif op == "append":
+        items = _field(body, "items")
+        if not isinstance(items, list):
+            raise InvalidRequest("items must be a list")
+        fields["items"] = items
+    elif op == "incr":
+        fields["by"] = protocol.check_by(body.get("by", 1))
+    elif op == "patch":
+        fields["patch"] = _field(body, "patch")
+    elif op == "trim":
+        fields["keep_last"] = protocol.check_keep_last(_field(body, "keep_last"))
+    return fields
 
 
 class StateApi:
     def __init__(self, backend: StateFacet) -> None:
         self.backend = backend
 
-    async def get(self, ctx: RunContext, kind: str, key: str) -> Entry:
-        ns = namespace(ctx, kind)
-        return _found(await self.backend.get(ns, values.check_key(key)), kind, key)
+    # -- whose state ---------------------------------------------------------------------------
+
+    async def namespace(self, platform: Platform, caller: Caller, address: Address) -> str:
+        """The namespace ``address`` names for ``caller``, by the API's visibility rules."""
+        if address.kind == "token":
+            assert caller.run is not None
+            return namespace(caller.run, address.scope)
+        require(caller, "admin", "member")
+        if address.kind == "session":
+            await platform.session(caller, address.id)
+            return scope_namespace("session", address.agent, address.id, caller.env)
+        if address.kind == "run":
+            run = await platform.visible_run(caller, address.id)
+            return scope_namespace("run", run.agent, run.id, caller.env)
+        require(caller, "admin")
+        if address.kind == "agent":
+            return scope_namespace("agent", address.agent, None, caller.env)
+        return scope_namespace("user", address.agent, address.id, caller.env)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, ns: str, key: str) -> Entry:
+        return _found(await self.backend.get(ns, values.check_key(key)), key)
 
     async def get_as(self, platform: Platform, token: str | None, kind: str, key: str) -> Entry:
         """The server's hot read, a run token's GET: ``authenticate_run`` then ``get``, except that once
@@ -71,7 +144,7 @@ class StateApi:
         if caller is None:
             caller = await platform.authenticate_run(token)
             assert caller.run is not None
-            return await self.get(caller.run, kind, key)
+            return await self.get(namespace(caller.run, kind), key)
         assert caller.run is not None
         try:
             ns = namespace(caller.run, kind)
@@ -82,37 +155,90 @@ class StateApi:
         lease_until, entry = await platform.database.read_with_lease(token_hash, ns, key)
         if not lease_alive(lease_until):
             await platform.reject_run_token(token, token_hash, lease_until)
-        return _found(entry, kind, key)
+        return _found(entry, key)
 
-    async def put(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> int:
-        ns = namespace(ctx, kind)
+    async def read_list(self, ns: str, key: str, tail: int | None, start: int | None, limit: int | None
+                        ) -> ListPage:
+        """``?tail=N`` or ``?start=S&limit=L`` of a list; 404 when absent."""
         values.check_key(key)
-        if "value" not in body:
-            raise InvalidRequest("value is required")
-        if_version = check_if_version(body.get("if_version"))
-        data = values.encode(body["value"])
-        values.check_size(len(data))
-        return await self.backend.put(ns, key, data, if_version)
+        if tail is not None:
+            page = await self.backend.tail(ns, key, protocol.check_tail(tail))
+        else:
+            begin, count = protocol.check_range(start or 0, protocol.DEFAULT_PAGE if limit is None else limit)
+            page = await self.backend.items(ns, key, begin, count)
+        if page is None:
+            raise absent(key)
+        return page
 
-    async def delete(self, ctx: RunContext, kind: str, key: str, if_version: int | None) -> None:
-        ns = namespace(ctx, kind)
-        await self.backend.delete(ns, values.check_key(key), if_version)
-
-    async def append(self, ctx: RunContext, kind: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
-        ns = namespace(ctx, kind)
-        values.check_key(key)
-        items = body.get("items")
-        if not isinstance(items, list):
-            raise InvalidRequest("items must be a list")
-        encoded = values.encode_items(items)
-        return await self.backend.append(ns, key, encoded)
-
-    async def keys(
-        self, ctx: RunContext, kind: str, prefix: str, after: str, limit: int
-    ) -> tuple[list[tuple[str, int]], str | None]:
-        ns = namespace(ctx, kind)
+    async def keys(self, ns: str, prefix: str, after: str, limit: int) -> tuple[list[tuple[str, int]], str | None]:
         for name, text in (("prefix", prefix), ("after", after)):
             if text and not values.is_key(text):
                 raise InvalidKey(f"{name} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
         found = await self.backend.keys(ns, prefix, after, limit)
         return found, (found[-1][0] if len(found) == limit else None)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def put(self, ns: str, key: str, body: dict[str, Any]) -> int:
+        values.check_key(key)
+        fields = write_fields("put", body)
+        return await self.backend.put(ns, key, writes.encode_value(fields["value"]), fields["if_version"],
+                                      fields["ttl_ms"])
+
+    async def delete(self, ns: str, key: str, if_version: int | None) -> None:
+        await self.backend.delete(ns, values.check_key(key), if_version)
+
+    async def append(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
+        values.check_key(key)
+        fields = write_fields("append", body)
+        return await self.backend.append(ns, key, values.encode_items(fields["items"]), fields["ttl_ms"])
+
+    async def trim(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
+        values.check_key(key)
+        fields = write_fields("trim", body)
+        return await self.backend.trim(ns, key, fields["keep_last"], fields["if_version"], fields["ttl_ms"])
+
+    async def pop(self, ns: str, key: str, body: dict[str, Any]) -> tuple[bytes, int, int]:
+        values.check_key(key)
+        popped = await self.backend.pop(ns, key, check_if_version(body.get("if_version")))
+        if popped is None:
+            raise absent(key, "no item to pop (absent or empty) at")
+        return popped
+
+    async def incr(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
+        values.check_key(key)
+        fields = write_fields("incr", body)
+        return await self.backend.incr(ns, key, fields["by"], fields["if_version"], fields["ttl_ms"])
+
+    async def patch(self, ns: str, key: str, body: dict[str, Any]) -> tuple[bytes, int]:
+        values.check_key(key)
+        fields = write_fields("patch", body)
+        return await self.backend.update(ns, key, writes.patcher_of(fields["patch"]), fields["if_version"],
+                                         fields["ttl_ms"])
+
+    async def batch(self, ctx: RunContext, body: dict[str, Any]) -> list[tuple[str, Any]]:
+        """``POST /v0/state/batch``: the ops of one invocation's scopes, all or none; each op's kind and
+        the facet's answer to it."""
+        ops = body.get("ops")
+        if not isinstance(ops, list):
+            raise InvalidRequest("ops must be a list")
+        writes.check_batch_size(ops)
+        planned = [_batch_op(ctx, index, op) for index, op in enumerate(ops)]
+        try:
+            answers = await self.backend.batch(planned)
+        except VersionConflict as error:
+            raise writes.scoped_conflicts(error) from None
+        return list(zip((op.op for op in planned), answers, strict=True))
+
+
+def _batch_op(ctx: RunContext, index: int, op: object) -> Any:
+    try:
+        if not isinstance(op, dict):
+            raise InvalidRequest("each op is an object {op, scope, key, ...}")
+        kind, scope, key = op.get("op"), op.get("scope"), op.get("key")
+        if not isinstance(kind, str) or not isinstance(scope, str):
+            raise InvalidRequest("each op names its op and scope")
+        ns = namespace(ctx, scope)
+        return writes.batch_op(kind, ns, values.check_key(key), write_fields(kind, op))
+    except KeepstateError as error:
+        raise type(error)(error.message, **{**error.details, "index": index}) from None

@@ -70,14 +70,14 @@ class KeepstateApp(Starlette):
         started = time.perf_counter()
         method = scope["method"]
         found = match_state(method, raw_path)
-        template = "unmatched" if found is None else found.shape.template
+        template = "unmatched" if found is None else found.template
         scope["app"] = self
         try:
             if found is None:
                 raise NotFound("no such route")
             if found.handler is None:
                 raise MethodNotAllowed(found.shape.allow)
-            status = await respond(found.handler, scope, receive, send, found.params)
+            status = await respond(found, scope, receive, send)
         except ClientDisconnect:
             status = 499  # nobody to answer; counted under nginx's code for it
         except Exception as error:

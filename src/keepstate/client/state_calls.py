@@ -1,0 +1,202 @@
+"""The State API's calls as ``Call``s, for any state target: a run token's scope or a caller's prefix.
+
+A ``StateTarget`` is where one scope's state lives over HTTP: ``/v0/state/{scope}`` with the run
+token (an agent), or a caller's prefix (``/v0/sessions/{id}/state/{agent}``, …) with the client's key.
+Values are checked and sized here as the embedded store checks them, so a bad value never leaves the
+process; the server checks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from .. import protocol, values
+from ..batch import Planned
+from ..errors import InvalidRequest
+from ..scope import Appended, Items, Page, Versioned
+from ._core import Call, _none, query, segment
+
+
+@dataclass(frozen=True, slots=True)
+class StateTarget:
+    """One scope's state over HTTP: its path prefix (segments already quoted) and its credential."""
+
+    prefix: str
+    auth: Literal["key", "token"] = "key"
+    token: str | None = None
+    scope: str | None = None
+    """The run token's scope name, for batches (only run-token scopes batch)."""
+
+    @classmethod
+    def of_run(cls, scope: str, token: str) -> StateTarget:
+        return cls(f"/v0/state/{segment(scope)}", "token", token, scope)
+
+    @classmethod
+    def of_caller(cls, *parts: str) -> StateTarget:
+        """``of_caller("sessions", id, "state", agent)`` → ``/v0/sessions/{id}/state/{agent}``."""
+        return cls("/v0/" + "/".join(segment(part) for part in parts))
+
+    def key_path(self, key: str, action: str = "") -> str:
+        return f"{self.prefix}/{segment(values.check_key(key))}" + (f"/{action}" if action else "")
+
+    def call(self, method: str, path: str, parse: Any, content: bytes | None = None, safe: bool = False,
+             params: dict[str, str] | None = None, absent: Any = None) -> Call[Any]:
+        return Call(method, path, parse, content, params or {}, auth=self.auth, token=self.token, safe=safe,
+                    absent=absent, absent_names_key=self.auth == "key")
+
+
+def _body(fields: dict[str, Any]) -> bytes:
+    """A write's JSON body from already encoded pieces (``bytes``) and plain fields, None fields left out."""
+    parts = []
+    for name, value in fields.items():
+        if value is None:
+            continue
+        encoded = value if isinstance(value, bytes) else orjson.dumps(value)
+        parts.append(b'"' + name.encode() + b'":' + encoded)
+    return b"{" + b",".join(parts) + b"}"
+
+
+def _ttl_seconds(ttl_ms: int | None) -> float | None:
+    return None if ttl_ms is None else ttl_ms / 1000
+
+
+def _value(value: Any) -> bytes:
+    data = values.encode(value)
+    values.check_size(len(data))
+    return data
+
+
+def _items(items: list[Any]) -> bytes:
+    return b"[" + b",".join(values.encode_items(items)) + b"]"
+
+
+def _appended(answer: Any) -> Appended:
+    return Appended(int(answer["version"]), int(answer["length"]))
+
+
+def _list(answer: Any) -> Items:
+    return Items(list(answer["items"]), int(answer["version"]), int(answer["length"]))
+
+
+def get(target: StateTarget, key: str) -> Call[Versioned]:
+    def parse(answer: Any) -> Versioned:
+        return Versioned(answer.get("value"), int(answer["version"]))
+
+    return target.call("GET", target.key_path(key), parse, safe=True, absent=lambda: Versioned(None, 0))
+
+
+def expires_at(target: StateTarget, key: str) -> Call[int | None]:
+    def parse(answer: Any) -> int | None:
+        found = answer.get("expires_at")
+        return None if found is None else int(found)
+
+    return target.call("GET", target.key_path(key), parse, safe=True, absent=lambda: None)
+
+
+def put(target: StateTarget, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> Call[int]:
+    content = _body({"value": _value(value), "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
+    return target.call("PUT", target.key_path(key), _version, content, safe=if_version is not None)
+
+
+def delete(target: StateTarget, key: str, if_version: int | None) -> Call[None]:
+    return target.call("DELETE", target.key_path(key), _none, params=query(if_version=if_version),
+                       safe=if_version is not None)
+
+
+def append(target: StateTarget, key: str, items: list[Any], ttl_ms: int | None) -> Call[Appended]:
+    content = _body({"items": _items(items), "ttl_seconds": _ttl_seconds(ttl_ms)})
+    return target.call("POST", target.key_path(key, "append"), _appended, content)
+
+
+def keys(target: StateTarget, prefix: str, after: str, limit: int) -> Call[Page]:
+    def parse(answer: Any) -> Page:
+        page = [(str(item["key"]), int(item["version"])) for item in answer.get("keys", [])]
+        return page, answer.get("next")
+
+    params = query(prefix=prefix or None, after=after or None, limit=limit)
+    return target.call("GET", target.prefix + "/", parse, params=params, safe=True)
+
+
+def tail(target: StateTarget, key: str, n: int) -> Call[Items]:
+    return target.call("GET", target.key_path(key), _list, params=query(tail=n), safe=True,
+                       absent=lambda: Items([], 0, 0))
+
+
+def items(target: StateTarget, key: str, start: int, limit: int) -> Call[Items]:
+    return target.call("GET", target.key_path(key), _list, params=query(start=start, limit=limit), safe=True,
+                       absent=lambda: Items([], 0, 0))
+
+
+def trim(target: StateTarget, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None
+         ) -> Call[Appended]:
+    content = _body({"keep_last": keep_last, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
+    return target.call("POST", target.key_path(key, "trim"), _appended, content, safe=if_version is not None)
+
+
+def pop(target: StateTarget, key: str, if_version: int | None) -> Call[Any]:
+    content = _body({"if_version": if_version})
+    return target.call("POST", target.key_path(key, "pop"), lambda a: a.get("item"), content,
+                       safe=if_version is not None, absent=lambda: None)
+
+
+def incr(target: StateTarget, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> Call[int]:
+    content = _body({"by": by, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
+    return target.call("POST", target.key_path(key, "incr"), _counted, content,
+                       safe=if_version is not None)
+
+
+def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl_ms: int | None) -> Call[Any]:
+    content = _body({"patch": values.encode(merge), "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
+    return target.call("PATCH", target.key_path(key), _patched, content, safe=if_version is not None)
+
+
+def _version(answer: Any) -> int:
+    return int(answer["version"])
+
+
+def _counted(answer: Any) -> int:
+    return int(answer["value"])
+
+
+def _patched(answer: Any) -> Any:
+    return answer.get("value")
+
+
+_ANSWERS: dict[str, Callable[[Any], Any]] = {
+    "put": _version, "delete": _none, "append": _appended, "trim": _appended, "incr": _counted, "patch": _patched,
+}
+
+
+def batch(token: str, planned: Sequence[Planned], targets: Sequence[StateTarget]) -> Call[list[Any]]:
+    """``POST /v0/state/batch`` of writes to scopes of one run token."""
+    ops = []
+    for index, (plan, target) in enumerate(zip(planned, targets, strict=True)):
+        if target.auth != "token" or target.token != token or target.scope is None:
+            raise InvalidRequest("a batch writes to the scopes of one invocation", index=index)
+        ops.append(_op(plan, target.scope))
+    if not 1 <= len(ops) <= protocol.MAX_BATCH_OPS:
+        raise InvalidRequest(f"a batch has 1 to {protocol.MAX_BATCH_OPS} writes")
+    content = b'{"ops":[' + b",".join(ops) + b"]}"
+
+    def parse(answer: Any) -> list[Any]:
+        return [_ANSWERS[plan.op](result) for plan, result in zip(planned, answer["results"], strict=True)]
+
+    return Call("POST", "/v0/state/batch", parse, content, auth="token", token=token)
+
+
+def _op(plan: Planned, scope: str) -> bytes:
+    fields = dict(plan.fields)
+    encoded: dict[str, Any] = {"op": plan.op, "scope": scope, "key": values.check_key(plan.key)}
+    if "value" in fields:
+        encoded["value"] = _value(fields.pop("value"))
+    if "items" in fields:
+        encoded["items"] = _items(fields.pop("items"))
+    if "patch" in fields:
+        encoded["patch"] = values.encode(fields.pop("patch"))
+    encoded["ttl_seconds"] = _ttl_seconds(fields.pop("ttl_ms", None))
+    encoded.update(fields)
+    return _body(encoded)
