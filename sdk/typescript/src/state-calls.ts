@@ -1,0 +1,178 @@
+/**
+ * Every state request as a `Call`, for either kind of route: an invocation's
+ * (`/v0/state/{scope}/...` with its run token) or a caller's (`/v0/sessions/{id}/state/{agent}/...`
+ * and the other prefixes of "State for callers", with the client's key). Both take the same bodies
+ * and give the same answers, so one set of builders serves both; a `Target` says where and how.
+ *
+ * A call is marked safe to repeat only when it is a read or guarded by `ifVersion`: an unguarded
+ * append, trim, pop, incr or patch repeated after a lost answer could land twice.
+ */
+
+import type { Call, Method } from "./transport.js";
+import { query, segment } from "./transport.js";
+import { InvalidRequest } from "./errors.js";
+import { checkCount, checkKey, checkSeconds, encodeItems, encodeSized } from "./values.js";
+
+/** Where one scope's state lives and which credential reaches it. */
+export interface Target {
+  /** The path of `key` (checked and encoded). */
+  keyPath(key: string): string;
+  /** The path that lists the scope's keys. */
+  readonly listPath: string;
+  /** The run token, for an invocation's scopes; undefined: the client's key. */
+  readonly token: string | undefined;
+}
+
+export type ScopeName = "run" | "session" | "agent" | "user";
+
+/** An invocation's scope: `/v0/state/{scope}/{key}` with its run token. */
+export function runTokenTarget(scope: ScopeName, token: string): Target {
+  const listPath = `/v0/state/${segment(scope)}`;
+  return { listPath, token, keyPath: (key) => `${listPath}/${segment(checkKey(key))}` };
+}
+
+/** A caller's scope under `prefix` (which ends with `/`): `{prefix}{key}` with the client's key. */
+export function callerTarget(prefix: string): Target {
+  return { listPath: prefix, token: undefined, keyPath: (key) => `${prefix}${segment(checkKey(key))}` };
+}
+
+/** A value with its version; `{value: undefined, version: 0}` when absent. `expiresAt` (ms) for a key that expires. */
+export interface Versioned<T = any> {
+  value: T | undefined;
+  version: number;
+  expiresAt?: number;
+}
+
+/** A list's new version and length after a write. */
+export interface ListWrite {
+  version: number;
+  length: number;
+}
+
+/** Part of a list, its version and its whole length. */
+export interface ListPart<T = any> extends ListWrite {
+  items: T[];
+}
+
+/** A popped item and the list after it. */
+export interface Popped<T = any> extends ListWrite {
+  item: T;
+}
+
+/** A value the store computed (`incr`, `patch`) and its new version. */
+export interface Written<T = any> {
+  value: T;
+  version: number;
+}
+
+export interface Guard {
+  ifVersion?: number;
+}
+
+export interface Expiry {
+  /** Seconds until the key expires (> 0). Without it a `put` clears any expiry; other writes keep it. */
+  ttlSeconds?: number;
+}
+
+/** A JSON object from plain fields (undefined ones left out) and fields already encoded as JSON text. */
+export function jsonObject(plain: Record<string, unknown>, encoded: Record<string, string> = {}): string {
+  const parts = Object.entries(plain).filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `${JSON.stringify(name)}:${JSON.stringify(value)}`);
+  for (const [name, text] of Object.entries(encoded)) parts.push(`${JSON.stringify(name)}:${text}`);
+  return `{${parts.join(",")}}`;
+}
+
+/** The wire fields of the guard and expiry options, checked. */
+export function guardFields(options: Guard & Expiry): Record<string, number | undefined> {
+  return {
+    if_version: checkCount(options.ifVersion, "ifVersion"),
+    ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds"),
+  };
+}
+
+function call<T>(target: Target, method: Method, path: string, parse: (answer: any) => T, extra: Partial<Call<T>>): Call<T> {
+  return { method, path, parse, token: target.token, ...extra };
+}
+
+const listWrite = (answer: any): ListWrite => ({ version: answer.version, length: answer.length });
+const written = (answer: any): Written => ({ value: answer.value, version: answer.version });
+const emptyList = (): ListPart => ({ items: [], version: 0, length: 0 });
+
+export function get(target: Target, key: string): Call<Versioned> {
+  const parse = (answer: any): Versioned => {
+    const found: Versioned = { value: answer.value, version: answer.version };
+    if (typeof answer.expires_at === "number") found.expiresAt = answer.expires_at;
+    return found;
+  };
+  return call(target, "GET", target.keyPath(key), parse, { safe: true, absent: () => ({ value: undefined, version: 0 }) });
+}
+
+export function put(target: Target, key: string, value: unknown, options: Guard & Expiry): Call<number> {
+  const path = target.keyPath(key);
+  const fields = guardFields(options);
+  const body = jsonObject(fields, { value: encodeSized(value) });
+  return call(target, "PUT", path, (answer) => answer.version as number, { body, safe: fields["if_version"] !== undefined });
+}
+
+export function remove(target: Target, key: string, options: Guard): Call<void> {
+  const path = target.keyPath(key);
+  const ifVersion = checkCount(options.ifVersion, "ifVersion");
+  const params = query({ if_version: ifVersion });
+  return call(target, "DELETE", path, () => undefined, { params, safe: ifVersion !== undefined });
+}
+
+export function append(target: Target, key: string, items: unknown[], options: Expiry): Call<ListWrite> {
+  const path = `${target.keyPath(key)}/append`;
+  const body = jsonObject({ ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds") }, { items: encodeItems(items) });
+  return call(target, "POST", path, listWrite, { body });
+}
+
+export function keysPage(target: Target, prefix: string, after: string | undefined, limit: number): Call<{ keys: { key: string; version: number }[]; next: string | null }> {
+  const params = query({ prefix: prefix || undefined, after, limit });
+  const parse = (answer: any) => ({
+    keys: (answer.keys as { key: string; version: number }[]).map(({ key, version }) => ({ key, version })),
+    next: (answer.next ?? null) as string | null,
+  });
+  return call(target, "GET", target.listPath, parse, { params, safe: true });
+}
+
+export function tail(target: Target, key: string, n: number): Call<ListPart> {
+  const params = query({ tail: checkCount(n, "n") });
+  return call(target, "GET", target.keyPath(key), listPart, { params, safe: true, absent: emptyList });
+}
+
+export function items(target: Target, key: string, start: number, limit: number): Call<ListPart> {
+  const params = query({ start: checkCount(start, "start"), limit: checkCount(limit, "limit") });
+  return call(target, "GET", target.keyPath(key), listPart, { params, safe: true, absent: emptyList });
+}
+
+function listPart(answer: any): ListPart {
+  return { items: answer.items, version: answer.version, length: answer.length };
+}
+
+export function trim(target: Target, key: string, keepLast: number, options: Guard & Expiry): Call<ListWrite> {
+  const fields: Record<string, unknown> = { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) };
+  const body = jsonObject(fields);
+  return call(target, "POST", `${target.keyPath(key)}/trim`, listWrite, { body, safe: fields["if_version"] !== undefined });
+}
+
+export function pop(target: Target, key: string, options: Guard): Call<Popped | undefined> {
+  const ifVersion = checkCount(options.ifVersion, "ifVersion");
+  const body = jsonObject({ if_version: ifVersion });
+  const parse = (answer: any): Popped => ({ item: answer.item, version: answer.version, length: answer.length });
+  return call(target, "POST", `${target.keyPath(key)}/pop`, parse, { body, safe: ifVersion !== undefined, absent: () => undefined });
+}
+
+export function incr(target: Target, key: string, options: { by?: number } & Guard & Expiry): Call<Written<number>> {
+  const by = options.by ?? 1;
+  if (!Number.isSafeInteger(by)) throw new InvalidRequest("by must be an integer");
+  const fields: Record<string, unknown> = { by, ...guardFields(options) };
+  const body = jsonObject(fields);
+  return call(target, "POST", `${target.keyPath(key)}/incr`, written, { body, safe: fields["if_version"] !== undefined });
+}
+
+export function patch(target: Target, key: string, change: unknown, options: Guard & Expiry): Call<Written> {
+  const fields = guardFields(options);
+  const body = jsonObject(fields, { patch: encodeSized(change, "patch") });
+  return call(target, "PATCH", target.keyPath(key), written, { body, safe: fields["if_version"] !== undefined });
+}
