@@ -13,6 +13,7 @@
  */
 
 import { fromWire, KeepstateError, Unavailable } from "./errors.js";
+import { needsRawPath, rawPathFetch } from "./raw-path.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8420";
 export const DEFAULT_TIMEOUT = 30;
@@ -145,7 +146,8 @@ export class Sender {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new TimeoutAbort(seconds)), seconds * 1000);
     try {
-      const response = await this.config.fetch(this.url(call), {
+      const fetcher = needsRawPath(call.path) ? rawPathFetch : this.config.fetch;
+      const response = await fetcher(this.url(call), {
         method: call.method, headers: this.headers(call), body: call.body, signal: controller.signal,
       });
       const text = await response.text();

@@ -13,8 +13,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** The package's folder (this file is compiled to `build/test/support/`). */
-export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+/** The package's folder (this file is compiled to `build/support/`). */
+export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const REPO_ROOT = resolve(PACKAGE_ROOT, "../..");
 export const KEEPSTATE_BIN = resolve(PACKAGE_ROOT, process.env["KEEPSTATE_BIN"] ?? "../../.venv/bin/keepstate");
 const START_TIMEOUT_MS = 30_000;
