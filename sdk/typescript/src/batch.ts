@@ -9,10 +9,10 @@
  */
 
 import { InvalidRequest } from "./errors.js";
-import type { Expiry, Guard, ScopeName } from "./state-calls.js";
-import { guardFields, jsonObject } from "./state-calls.js";
+import type { Expiry, Guard, ScopeName, WriteFields, WriteOp } from "./state-calls.js";
+import { isGuarded, jsonObject, writeFields } from "./state-calls.js";
 import type { Sender } from "./transport.js";
-import { checkCount, checkKey, checkSeconds, encodeItems, encodeSized } from "./values.js";
+import { checkKey } from "./values.js";
 
 export const MAX_BATCH_OPS = 100;
 
@@ -34,30 +34,27 @@ export class Batch {
   }
 
   put(scope: ScopeName, key: string, value: unknown, options: Guard & Expiry = {}): this {
-    return this.add("put", scope, key, guardFields(options), { value: encodeSized(value) });
+    return this.add("put", scope, key, writeFields.put(value, options));
   }
 
   delete(scope: ScopeName, key: string, options: Guard = {}): this {
-    return this.add("delete", scope, key, { if_version: checkCount(options.ifVersion, "ifVersion") });
+    return this.add("delete", scope, key, writeFields.delete(options));
   }
 
   append(scope: ScopeName, key: string, items: unknown[], options: Expiry = {}): this {
-    const fields = { ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds") };
-    return this.add("append", scope, key, fields, { items: encodeItems(items) });
+    return this.add("append", scope, key, writeFields.append(items, options));
   }
 
   incr(scope: ScopeName, key: string, options: { by?: number } & Guard & Expiry = {}): this {
-    const by = options.by ?? 1;
-    if (!Number.isSafeInteger(by)) throw new InvalidRequest("by must be an integer");
-    return this.add("incr", scope, key, { by, ...guardFields(options) });
+    return this.add("incr", scope, key, writeFields.incr(options));
   }
 
   patch(scope: ScopeName, key: string, change: unknown, options: Guard & Expiry = {}): this {
-    return this.add("patch", scope, key, guardFields(options), { patch: encodeSized(change, "patch") });
+    return this.add("patch", scope, key, writeFields.patch(change, options));
   }
 
   trim(scope: ScopeName, key: string, keepLast: number, options: Guard & Expiry = {}): this {
-    return this.add("trim", scope, key, { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) });
+    return this.add("trim", scope, key, writeFields.trim(keepLast, options));
   }
 
   /** Send every op in one request; their results in order. Nothing is written unless all succeed. */
@@ -70,10 +67,10 @@ export class Batch {
     });
   }
 
-  private add(op: string, scope: ScopeName, key: string, fields: Record<string, unknown>, encoded = {}): this {
+  private add(op: WriteOp, scope: ScopeName, key: string, fields: WriteFields): this {
     if (this.ops.length >= MAX_BATCH_OPS) throw new InvalidRequest(`a batch holds at most ${MAX_BATCH_OPS} ops`);
-    this.ops.push(jsonObject({ op, scope, key: checkKey(key), ...fields }, encoded));
-    this.guarded &&= fields["if_version"] !== undefined; // every op guarded: a repeat cannot apply twice
+    this.ops.push(jsonObject({ op, scope, key: checkKey(key), ...fields.plain }, fields.encoded));
+    this.guarded &&= isGuarded(fields); // every op guarded: a repeat cannot apply twice
     return this;
   }
 }

@@ -10,8 +10,7 @@
 
 import type { Call, Method } from "./transport.js";
 import { query, segment } from "./transport.js";
-import { InvalidRequest } from "./errors.js";
-import { checkCount, checkKey, checkSeconds, encodeItems, encodeSized } from "./values.js";
+import { checkBy, checkCount, checkKey, checkSeconds, encodeItems, encodeSized } from "./values.js";
 
 /** Where one scope's state lives and which credential reaches it. */
 export interface Target {
@@ -82,12 +81,47 @@ export function jsonObject(plain: Record<string, unknown>, encoded: Record<strin
   return `{${parts.join(",")}}`;
 }
 
-/** The wire fields of the guard and expiry options, checked. */
-export function guardFields(options: Guard & Expiry): Record<string, number | undefined> {
+/** The body fields of one write: plain ones, and values already encoded as JSON text. */
+export interface WriteFields {
+  plain: Record<string, unknown>;
+  encoded: Record<string, string>;
+}
+
+export type WriteOp = "put" | "delete" | "append" | "incr" | "patch" | "trim";
+
+function guardFields(options: Guard & Expiry): Record<string, number | undefined> {
   return {
     if_version: checkCount(options.ifVersion, "ifVersion"),
     ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds"),
   };
+}
+
+/**
+ * The checked body fields of each write, shared by its own route and by a batch op (spec: a batch
+ * op carries "that call's body fields beside it").
+ */
+export const writeFields = {
+  put: (value: unknown, options: Guard & Expiry): WriteFields =>
+    ({ plain: guardFields(options), encoded: { value: encodeSized(value) } }),
+  delete: (options: Guard): WriteFields => ({ plain: { if_version: checkCount(options.ifVersion, "ifVersion") }, encoded: {} }),
+  append: (items: unknown[], options: Expiry): WriteFields =>
+    ({ plain: { ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds") }, encoded: { items: encodeItems(items) } }),
+  incr: (options: { by?: number } & Guard & Expiry): WriteFields =>
+    ({ plain: { by: checkBy(options.by), ...guardFields(options) }, encoded: {} }),
+  patch: (change: unknown, options: Guard & Expiry): WriteFields =>
+    ({ plain: guardFields(options), encoded: { patch: encodeSized(change, "patch") } }),
+  trim: (keepLast: number, options: Guard & Expiry): WriteFields =>
+    ({ plain: { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) }, encoded: {} }),
+} satisfies Record<WriteOp, (...args: never[]) => WriteFields>;
+
+/** A write guarded by `ifVersion` cannot land twice: safe to repeat after a lost answer. */
+export function isGuarded(fields: WriteFields): boolean {
+  return fields.plain["if_version"] !== undefined;
+}
+
+/** A write's `Call`: its body from `fields`, safe when guarded. */
+function write<T>(target: Target, method: Method, path: string, fields: WriteFields, parse: (answer: any) => T): Call<T> {
+  return call(target, method, path, parse, { body: jsonObject(fields.plain, fields.encoded), safe: isGuarded(fields) });
 }
 
 function call<T>(target: Target, method: Method, path: string, parse: (answer: any) => T, extra: Partial<Call<T>>): Call<T> {
@@ -109,22 +143,19 @@ export function get(target: Target, key: string): Call<Versioned> {
 
 export function put(target: Target, key: string, value: unknown, options: Guard & Expiry): Call<number> {
   const path = target.keyPath(key);
-  const fields = guardFields(options);
-  const body = jsonObject(fields, { value: encodeSized(value) });
-  return call(target, "PUT", path, (answer) => answer.version as number, { body, safe: fields["if_version"] !== undefined });
+  return write(target, "PUT", path, writeFields.put(value, options), (answer) => answer.version as number);
 }
 
 export function remove(target: Target, key: string, options: Guard): Call<void> {
   const path = target.keyPath(key);
-  const ifVersion = checkCount(options.ifVersion, "ifVersion");
-  const params = query({ if_version: ifVersion });
-  return call(target, "DELETE", path, () => undefined, { params, safe: ifVersion !== undefined });
+  const fields = writeFields.delete(options);
+  const params = query(fields.plain as Record<string, number | undefined>);
+  return call(target, "DELETE", path, () => undefined, { params, safe: isGuarded(fields) });
 }
 
 export function append(target: Target, key: string, items: unknown[], options: Expiry): Call<ListWrite> {
   const path = `${target.keyPath(key)}/append`;
-  const body = jsonObject({ ttl_seconds: checkSeconds(options.ttlSeconds, "ttlSeconds") }, { items: encodeItems(items) });
-  return call(target, "POST", path, listWrite, { body });
+  return write(target, "POST", path, writeFields.append(items, options), listWrite);
 }
 
 export function keysPage(target: Target, prefix: string, after: string | undefined, limit: number): Call<{ keys: { key: string; version: number }[]; next: string | null }> {
@@ -151,28 +182,21 @@ function listPart(answer: any): ListPart {
 }
 
 export function trim(target: Target, key: string, keepLast: number, options: Guard & Expiry): Call<ListWrite> {
-  const fields: Record<string, unknown> = { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) };
-  const body = jsonObject(fields);
-  return call(target, "POST", `${target.keyPath(key)}/trim`, listWrite, { body, safe: fields["if_version"] !== undefined });
+  const path = `${target.keyPath(key)}/trim`;
+  return write(target, "POST", path, writeFields.trim(keepLast, options), listWrite);
 }
 
 export function pop(target: Target, key: string, options: Guard): Call<Popped | undefined> {
-  const ifVersion = checkCount(options.ifVersion, "ifVersion");
-  const body = jsonObject({ if_version: ifVersion });
+  const path = `${target.keyPath(key)}/pop`;
   const parse = (answer: any): Popped => ({ item: answer.item, version: answer.version, length: answer.length });
-  return call(target, "POST", `${target.keyPath(key)}/pop`, parse, { body, safe: ifVersion !== undefined, absent: () => undefined });
+  // A pop's body is a delete's: only `if_version`.
+  return { ...write(target, "POST", path, writeFields.delete(options), parse), absent: () => undefined };
 }
 
 export function incr(target: Target, key: string, options: { by?: number } & Guard & Expiry): Call<Written<number>> {
-  const by = options.by ?? 1;
-  if (!Number.isSafeInteger(by)) throw new InvalidRequest("by must be an integer");
-  const fields: Record<string, unknown> = { by, ...guardFields(options) };
-  const body = jsonObject(fields);
-  return call(target, "POST", `${target.keyPath(key)}/incr`, written, { body, safe: fields["if_version"] !== undefined });
+  return write(target, "POST", `${target.keyPath(key)}/incr`, writeFields.incr(options), written);
 }
 
 export function patch(target: Target, key: string, change: unknown, options: Guard & Expiry): Call<Written> {
-  const fields = guardFields(options);
-  const body = jsonObject(fields, { patch: encodeSized(change, "patch") });
-  return call(target, "PATCH", target.keyPath(key), written, { body, safe: fields["if_version"] !== undefined });
+  return write(target, "PATCH", target.keyPath(key), writeFields.patch(change, options), written);
 }

@@ -76,6 +76,13 @@ export function checkCount(value: number | undefined, what: string): number | un
   return value;
 }
 
+/** `incr`'s step: an integer inside signed 64-bit (exact only up to 2^53, as every JS number); default 1. */
+export function checkBy(by: number | undefined): number {
+  if (by === undefined) return 1;
+  if (!Number.isInteger(by) || Math.abs(by) >= INT64_LIMIT) throw new InvalidRequest("by must be an integer inside signed 64-bit");
+  return by;
+}
+
 /** A number of seconds > 0, or undefined; else `InvalidRequest` naming `what`. */
 export function checkSeconds(value: number | undefined, what: string): number | undefined {
   if (value === undefined) return undefined;
