@@ -48,95 +48,61 @@ export class KeepstateError extends Error {
   }
 }
 
-export class InvalidKey extends KeepstateError {
-  static override readonly code = "invalid_key";
-  static override readonly status = 400;
+/** The class of one code: instances carry `code` as its literal type, so each class is its own type. */
+interface CodeClass<C extends string> {
+  new (message?: string, details?: ErrorDetails, options?: { code?: string; status?: number }): KeepstateError & {
+    readonly code: C;
+  };
+  readonly code: C;
+  readonly status: number;
 }
 
+/** The base of the class for one code: every subclass below is one line, or a few with its details. */
+function codeClass<C extends string>(code: C, status: number): CodeClass<C> {
+  return class extends KeepstateError {
+    static override readonly code = code;
+    static override readonly status = status;
+  } as unknown as CodeClass<C>;
+}
+
+export class InvalidKey extends codeClass("invalid_key", 400) {}
+
 /** A value keepstate refuses to store; `path` is a JSON path to the first bad place, e.g. `$.items[3]`. */
-export class InvalidValue extends KeepstateError {
-  static override readonly code = "invalid_value";
-  static override readonly status = 400;
+export class InvalidValue extends codeClass("invalid_value", 400) {
   declare readonly path: string;
 }
 
-export class InvalidRequest extends KeepstateError {
-  static override readonly code = "invalid_request";
-  static override readonly status = 400;
-}
-
-export class Unauthorized extends KeepstateError {
-  static override readonly code = "unauthorized";
-  static override readonly status = 401;
-}
-
-export class Forbidden extends KeepstateError {
-  static override readonly code = "forbidden";
-  static override readonly status = 403;
-}
-
-export class NotFound extends KeepstateError {
-  static override readonly code = "not_found";
-  static override readonly status = 404;
-}
+export class InvalidRequest extends codeClass("invalid_request", 400) {}
+export class Unauthorized extends codeClass("unauthorized", 401) {}
+export class Forbidden extends codeClass("forbidden", 403) {}
+export class NotFound extends codeClass("not_found", 404) {}
 
 /** An `ifVersion` did not match: `currentVersion` is 0 when the key is absent; a batch lists every `conflicts`. */
-export class VersionConflict extends KeepstateError {
-  static override readonly code = "version_conflict";
-  static override readonly status = 409;
+export class VersionConflict extends codeClass("version_conflict", 409) {
   declare readonly currentVersion: number;
   declare readonly conflicts?: BatchConflict[];
 }
 
-export class NotAList extends KeepstateError {
-  static override readonly code = "not_a_list";
-  static override readonly status = 409;
-}
-
-export class NoSession extends KeepstateError {
-  static override readonly code = "no_session";
-  static override readonly status = 409;
-}
-
-export class NoUser extends KeepstateError {
-  static override readonly code = "no_user";
-  static override readonly status = 409;
-}
-
-export class SessionBusy extends KeepstateError {
-  static override readonly code = "session_busy";
-  static override readonly status = 409;
-}
-
-export class NotHeld extends KeepstateError {
-  static override readonly code = "not_held";
-  static override readonly status = 409;
-}
-
-export class NotAnInteger extends KeepstateError {
-  static override readonly code = "not_an_integer";
-  static override readonly status = 409;
-}
-
-export class TooLarge extends KeepstateError {
-  static override readonly code = "too_large";
-  static override readonly status = 413;
-}
+export class NotAList extends codeClass("not_a_list", 409) {}
+export class NoSession extends codeClass("no_session", 409) {}
+export class NoUser extends codeClass("no_user", 409) {}
+export class SessionBusy extends codeClass("session_busy", 409) {}
+export class NotHeld extends codeClass("not_held", 409) {}
+export class NotAnInteger extends codeClass("not_an_integer", 409) {}
+export class TooLarge extends codeClass("too_large", 413) {}
 
 /** The store or the server cannot be reached: retry later (`retryAfter` seconds), never replay an effect. */
-export class Unavailable extends KeepstateError {
-  static override readonly code = "unavailable";
-  static override readonly status = 503;
+export class Unavailable extends codeClass("unavailable", 503) {
   declare readonly retryAfter: number;
 }
 
-const CLASSES: readonly (typeof KeepstateError)[] = [
+const CLASSES: readonly CodeClass<string>[] = [
   InvalidKey, InvalidValue, InvalidRequest, Unauthorized, Forbidden, NotFound, VersionConflict, NotAList,
   NoSession, NoUser, SessionBusy, NotHeld, NotAnInteger, TooLarge, Unavailable,
 ];
 
 /** The class for each code; a code not listed here arrives as a plain `KeepstateError` with that code. */
-export const ERRORS: ReadonlyMap<string, typeof KeepstateError> = new Map(CLASSES.map((cls) => [cls.code, cls]));
+export const ERRORS: ReadonlyMap<string, CodeClass<string>> = new Map(CLASSES.map((cls) => [cls.code, cls]));
 
 /** `snake_case` → `camelCase`, in nested objects and arrays too (`conflicts[].current_version`). */
 export function camelKeys(value: unknown): unknown {

@@ -16,6 +16,14 @@ import { agentName, freePort, type Server, startServer } from "./support/server.
 let server: Server;
 let inside: Inside;
 
+/** Compiles only while the classes are distinct types: `instanceof` must not narrow a sibling to `never`. */
+function branch(error: KeepstateError): string {
+  if (error instanceof NotFound) return "not found";
+  if (error instanceof Unauthorized) return "unauthorized";
+  if (error instanceof VersionConflict) return `conflict at ${error.currentVersion}`;
+  return error.code;
+}
+
 describe("errors", () => {
   before(async () => {
     server = await startServer();
@@ -132,6 +140,13 @@ describe("errors", () => {
       const error = await refused(client.sessions.create(), Unavailable, 503);
       assert.equal(error.retryAfter, 1);
       assert.match(error.message, /cannot reach keepstate at http:\/\/127\.0\.0\.1:\d+: fetch failed: ECONNREFUSED/);
+    });
+
+    it("each class is its own type, so instanceof chains narrow as they should", () => {
+      assert.equal(branch(new NotFound("x")), "not found");
+      assert.equal(branch(new Unauthorized("x")), "unauthorized");
+      assert.equal(branch(new VersionConflict("x", { currentVersion: 4 })), "conflict at 4");
+      assert.equal(branch(new SessionBusy("x")), "session_busy");
     });
 
     it("has one class per code of the spec", () => {
