@@ -31,9 +31,14 @@ export function checkKey(key: unknown, what = "key"): string {
   return key;
 }
 
-/** The JSON text of `value`, after checking it as the server would; `InvalidValue` with `path`. */
+/**
+ * The JSON text of `value`, after checking it as the server would; `InvalidValue` with `path`.
+ * A quick walk clears a good value without building paths; only a bad one is walked again, with
+ * paths, to say where (as the Python SDK scans bytes first and walks only on doubt).
+ */
 export function encode(value: unknown, path = "$"): string {
-  const checked = check(value, "", path, 1);
+  const own = toJson(value, "");
+  const checked = isClean(own, 1) ? own : check(value, "", path, 1);
   if (checked === undefined) throw new InvalidValue("undefined is not a JSON value: use null", { path });
   return JSON.stringify(checked);
 }
@@ -90,6 +95,38 @@ export function checkSeconds(value: number | undefined, what: string): number | 
     throw new InvalidRequest(`${what} must be a number of seconds > 0`);
   }
   return value;
+}
+
+/** Any character that may make a string bad (the precise test is `BAD_TEXT`). */
+const SUSPECT_TEXT = /[\u0000\ud800-\udfff]/;
+
+/** True when `node` (already through `toJSON`) holds nothing the server refuses; false on any doubt. */
+function isClean(node: unknown, depth: number): boolean {
+  switch (typeof node) {
+    case "string":
+      return !SUSPECT_TEXT.test(node);
+    case "number":
+      return Number.isFinite(node) && (!Number.isInteger(node) || Math.abs(node) < INT64_LIMIT || Math.abs(node) >= EXPONENT_FROM);
+    case "boolean":
+      return true;
+    case "object":
+      return node === null || isCleanContainer(node, depth);
+    default:
+      return false; // undefined, bigint, functions, symbols: let the precise walk decide
+  }
+}
+
+function isCleanContainer(node: object, depth: number): boolean {
+  if (depth > MAX_DEPTH || node instanceof Map || node instanceof Set) return false;
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) if (!isClean(toJson(node[i], String(i)), depth + 1)) return false;
+    return true;
+  }
+  const record = node as Record<string, unknown>;
+  for (const name of Object.keys(record)) {
+    if (SUSPECT_TEXT.test(name) || !isClean(toJson(record[name], name), depth + 1)) return false;
+  }
+  return true;
 }
 
 /** What `JSON.stringify` would write for `value` (after `toJSON`), checked; undefined when it would leave it out. */
