@@ -81,14 +81,26 @@ export function describeError(error: unknown): { type: string; message: string }
     const type = error.name || "Error";
     return { type: wellFormed(type), message: wellFormed(error.message || type) };
   }
-  return { type: "Error", message: wellFormed(typeof error === "string" ? error : String(error)) };
+  return { type: "Error", message: wellFormed(textOf(error)) };
+}
+
+/** `String(value)`, even for a value whose conversion throws (`Object.create(null)`). */
+function textOf(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
 }
 
 /** The call that ends `claimed`: hold on `HoldRequested`, fail on any other throw, else complete. */
 export function outcomeCall(claimed: Claim, result: unknown, thrown?: { error: unknown }): Call<void> {
   try {
     if (thrown?.error instanceof HoldRequested) return calls.hold(claimed, encodeSized(thrown.error.request ?? null, "hold request"));
-    if (thrown) return calls.fail(claimed, describeError(thrown.error).type, describeError(thrown.error).message);
+    if (thrown) {
+      const { type, message } = describeError(thrown.error);
+      return calls.fail(claimed, type, message);
+    }
     return calls.complete(claimed, encodeSized(result ?? null, "the agent's output"));
   } catch (bad) {
     const { type, message } = describeError(bad);
@@ -284,5 +296,5 @@ function methodNames(target: object): string[] {
 }
 
 function stackOf(error: unknown): string {
-  return error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(error);
+  return error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : textOf(error);
 }

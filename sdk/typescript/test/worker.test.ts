@@ -160,6 +160,8 @@ describe("the agent side", () => {
         [agent]: (inv) => {
           if (inv.input === "range") throw new RangeError("bad input");
           if (inv.input === "custom") throw new QuotaExceeded("no more");
+        if (inv.input === "text") throw "plain text";
+        if (inv.input === "bare") throw Object.create(null);
           return { broken: Number.NaN };
         },
       });
@@ -168,6 +170,8 @@ describe("the agent side", () => {
         assert.equal(range.status, "failed");
         assert.deepEqual(range.error, { type: "RangeError", message: "bad input" });
         assert.deepEqual((await turn(agent, "custom")).error, { type: "QuotaExceeded", message: "no more" });
+      assert.deepEqual((await turn(agent, "text")).error, { type: "Error", message: "plain text" });
+      assert.deepEqual((await turn(agent, "bare")).error, { type: "Error", message: "[object Object]" });
         const unstorable = await turn(agent, "nan");
         assert.equal(unstorable.status, "failed");
         assert.equal(unstorable.error?.type, "InvalidValue");
