@@ -77,12 +77,14 @@ function environment(name: string): string | undefined {
 export function buildConfig(url: string | undefined, options: ConnectionOptions): Config {
   const fetcher = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
   if (typeof fetcher !== "function") throw new TypeError("keepstate needs a global fetch (Node.js 18+) or options.fetch");
+  const timeout = options.timeout ?? DEFAULT_TIMEOUT;
+  const retries = options.retries ?? DEFAULT_RETRIES;
+  if (!(timeout > 0 && Number.isFinite(timeout))) throw new RangeError("timeout must be a number of seconds > 0");
+  if (!Number.isSafeInteger(retries) || retries < 0) throw new RangeError("retries must be an integer of at least 0");
   return {
     baseUrl: (url || environment("KEEPSTATE_URL") || DEFAULT_URL).replace(/\/+$/, ""),
     key: options.key || environment("KEEPSTATE_KEY"),
-    timeout: options.timeout ?? DEFAULT_TIMEOUT,
-    retries: options.retries ?? DEFAULT_RETRIES,
-    fetch: fetcher,
+    timeout, retries, fetch: fetcher,
   };
 }
 

@@ -165,6 +165,7 @@ export class Worker {
     this.sender = new Sender(buildConfig(url, options));
     this.concurrency = checkConcurrency(options.concurrency ?? 1);
     this.claimWait = options.claimWait ?? DEFAULT_CLAIM_WAIT;
+    if (!(this.claimWait >= 0 && this.claimWait <= calls.MAX_CLAIM_WAIT)) throw new RangeError("claimWait must be 0-30 seconds");
     this.logger = options.logger ?? { warn: (message) => console.warn(message) };
   }
 
