@@ -13,7 +13,6 @@ imported (``-p``, run from the sdist's root), before langgraph's conftest.py imp
 from __future__ import annotations
 
 import pytest
-
 import targets
 from shim_support import deselect
 

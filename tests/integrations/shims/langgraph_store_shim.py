@@ -11,7 +11,6 @@ from the same arguments; the library's own classes are left untouched.
 from __future__ import annotations
 
 import pytest
-
 import targets
 from shim_support import deselect, rebind
 

@@ -10,7 +10,6 @@ class built from those same arguments; the library's own ``SQLiteSession`` is le
 from __future__ import annotations
 
 import pytest
-
 import targets
 from shim_support import deselect, rebind
 

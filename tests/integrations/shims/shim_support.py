@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable, Mapping
 
 import pytest
-
 from deselected import DESELECTED
 
 
