@@ -10,7 +10,8 @@ Each class here does that through one framework interface, exactly as that frame
 - ``StoreConversation``: a LangGraph ``BaseStore`` item holding the message list (get, add, put).
 - ``AdkConversation``: an ADK ``BaseSessionService``; a message is ``get_session`` then
   ``append_event``, as ADK's Runner does each turn.
-- ``OpenAISessionConversation``: an OpenAI Agents ``Session``: ``add_items`` / ``get_items``.
+- ``OpenAISessionConversation``: an OpenAI Agents ``Session``: ``add_items`` / ``get_items``, and
+  ``pop`` (``pop_item``), which only this interface has.
 
 They take the interface object, not a path, so keepstate's adapters drive through the same code.
 ``OPENERS`` names a way to open one (``opener(location, conversation_id)``) for child processes,
@@ -170,6 +171,11 @@ class OpenAISessionConversation(_AsyncDriven):
 
     def texts(self) -> list[str]:
         return [item["content"] for item in self.run(self._session.get_items())]
+
+    def pop(self) -> str | None:
+        """``pop_item``: the newest message, removed; None once the session is empty."""
+        item = self.run(self._session.pop_item())
+        return None if item is None else str(item["content"])
 
     def close(self) -> None:
         self._session.close()

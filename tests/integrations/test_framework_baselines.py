@@ -2,9 +2,10 @@
 
 One writer loses nothing anywhere, so any loss it reported would be the harness's. Two writers on
 OpenAI's SQLiteSession (each add_items is one SQLite transaction) keep every message of both, so
-the race really reads both writers' messages back. The framework stores' losses under two
-writers are measured by ``python two_writers.py`` and recorded in docs/integrations.md; they are
-not asserted here (they are upstream's behaviour, not ours).
+the race really reads both writers' messages back, and two poppers there take each item once, so
+``pop_race`` collects both poppers' items. The framework stores' losses under two writers are
+measured by ``python two_writers.py`` and recorded in docs/integrations.md; they are not asserted
+here (they are upstream's behaviour, not ours).
 """
 
 from __future__ import annotations
@@ -38,3 +39,8 @@ def test_the_conversations_read_back_in_order(tmp_path: Path) -> None:
             assert conversation.recent(3) == ["m9", "m10", "m11"], name
         finally:
             conversation.close()
+
+
+def test_two_poppers_are_both_counted(tmp_path: Path) -> None:
+    outcome = two_writers.pop_race("OpenAI SQLiteSession", str(tmp_path / "store.db"), writers=2, items=200)
+    assert (len(outcome.popped), outcome.twice, outcome.lost, outcome.left) == (200, 0, 0, 0), outcome.describe()

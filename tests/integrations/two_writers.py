@@ -8,7 +8,8 @@ Then it reads the conversation back and counts what is missing and what is doubl
 
 The framework stores' figures in docs/integrations.md come from ``python two_writers.py`` (run
 from this folder); keepstate's process tests reuse ``race`` with keepstate's openers and assert
-``lost == duplicated == 0``.
+``lost == duplicated == 0``. ``pop_race`` does the same for OpenAI's ``pop_item``: it fills
+one session, lets the processes pop it empty, and counts items popped twice or gone unreturned.
 """
 
 from __future__ import annotations
@@ -92,11 +93,87 @@ def race(opener: str, location: str, writers: int = 2, per_writer: int = 500) ->
     return Outcome(writers * per_writer, len(kept), len(set(kept)), errors, seconds)
 
 
+@dataclass
+class PopOutcome:
+    """What ``writers`` processes popping one session until it was empty took out of it."""
+
+    items: int
+    popped: list[str]
+    left: int
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    @property
+    def twice(self) -> int:
+        return len(self.popped) - len(set(self.popped))
+
+    @property
+    def lost(self) -> int:
+        return self.items - len(set(self.popped)) - self.left
+
+    def describe(self) -> str:
+        errors = ", ".join(f"{count} × {name}" for name, count in self.errors.most_common()) or "no error raised"
+        return (f"{self.items} items, {len(set(self.popped))} popped once or more, {self.twice} popped twice, "
+                f"{self.left} left, {self.lost} gone unreturned; {errors}")
+
+
+def _popper(opener: str, location: str, ready: Any, out: Any) -> None:
+    popped: list[str] = []
+    errors: collections.Counter[str] = collections.Counter()
+    conversation = conversations.OPENERS[opener](location, CONVERSATION)
+    ready.wait()
+    while True:
+        try:
+            text = conversation.pop()
+        except Exception as error:
+            errors[type(error).__name__] += 1
+            continue
+        if text is None:
+            break
+        popped.append(text)
+    conversation.close()
+    out.put((popped, dict(errors)))
+
+
+def pop_race(opener: str, location: str, writers: int = 2, items: int = 500) -> PopOutcome:
+    """Fill one session with ``items`` messages, then let ``writers`` processes pop it empty."""
+    seed = conversations.OPENERS[opener](location, CONVERSATION)
+    try:
+        for index in range(items):
+            seed.append(f"item-{index}")
+    finally:
+        seed.close()
+    ready, out = _spawn.Barrier(writers), _spawn.Queue()
+    processes = [_spawn.Process(target=_popper, args=(opener, location, ready, out)) for _ in range(writers)]
+    for process in processes:
+        process.start()
+    popped: list[str] = []
+    errors: collections.Counter[str] = collections.Counter()
+    for _ in processes:
+        texts, raised = out.get(timeout=JOIN_TIMEOUT_S)
+        popped += texts
+        errors.update(raised)
+    for process in processes:
+        process.join(JOIN_TIMEOUT_S)
+        assert process.exitcode == 0, f"popper exited {process.exitcode}"
+    reader = conversations.OPENERS[opener](location, CONVERSATION)
+    try:
+        left = len(reader.texts())
+    finally:
+        reader.close()
+    return PopOutcome(items, popped, left, errors)
+
+
+POPPABLE = ("OpenAI SQLiteSession",)
+
+
 def main(names: list[str]) -> None:
     for name in names or conversations.OPENERS:
         with tempfile.TemporaryDirectory() as folder:
             outcome = race(name, str(Path(folder) / "store.db"))
         print(f"{name}: {outcome.describe()}", flush=True)
+        if name in POPPABLE:
+            with tempfile.TemporaryDirectory() as folder:
+                print(f"{name}, pop_item: {pop_race(name, str(Path(folder) / 'store.db')).describe()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -115,8 +115,16 @@ def _check_installed(sdist: Sdist) -> None:
 
 
 def _download(sdist: Sdist, root: Path) -> Path:
-    """The checked archive, fetched by pip into a scratch folder under ``root``."""
+    """The checked archive, fetched by pip into a scratch folder under ``root`` (removed on failure)."""
     scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=root))
+    try:
+        return _fetch(sdist, root, scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def _fetch(sdist: Sdist, root: Path, scratch: Path) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
                "--dest", str(scratch), f"{sdist.name}=={sdist.version}"]
     try:
