@@ -68,13 +68,17 @@ class SuiteResult:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def run(name: str, target: str, work: Path) -> SuiteResult:
-    """Run suite ``name`` against ``target``; its log and JUnit report are written under ``work``."""
+def run(name: str, target: str, work: Path, *, plugins: tuple[str, ...] = (),
+        args: tuple[str, ...] = ()) -> SuiteResult:
+    """Run suite ``name`` against ``target``; its log and JUnit report are written under ``work``.
+
+    ``plugins`` (from shims/) load before the suite's shim; ``args`` go to pytest as they are."""
     suite = SUITES[name]
     root = upstream.source(suite.sdist)
     report, log = work / f"{name}-{target}.xml", work / f"{name}-{target}.log"
-    command = [sys.executable, "-m", "pytest", *suite.paths, "-p", "no:cacheprovider",
-               "-p", suite.shim, "-q", "-rfEs", f"--junitxml={report}"]
+    loaded = [option for plugin in (*plugins, suite.shim) for option in ("-p", plugin)]
+    command = [sys.executable, "-m", "pytest", *suite.paths, "-p", "no:cacheprovider", *loaded,
+               "-q", "-rfEs", f"--junitxml={report}", *args]
     started = time.perf_counter()
     with log.open("w") as output:
         completed = subprocess.run(command, cwd=root, env=_environment(suite, target), stdout=output,
