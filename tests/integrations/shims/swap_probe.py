@@ -26,28 +26,28 @@ def _record(instance: object) -> None:
         log.write(type(instance).__name__ + "\n")
 
 
-class ProbeSaver(InMemorySaver):
+class _Logged:
+    """Logs each instance once it is built (first in the bases, so it wraps their __init__)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _record(self)
 
 
-class ProbeStore(SqliteStore):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _record(self)
+class ProbeSaver(_Logged, InMemorySaver):
+    pass
 
 
-class ProbeAsyncStore(AsyncSqliteStore):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _record(self)
+class ProbeStore(_Logged, SqliteStore):
+    pass
 
 
-class ProbeSession(SQLiteSession):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _record(self)
+class ProbeAsyncStore(_Logged, AsyncSqliteStore):
+    pass
+
+
+class ProbeSession(_Logged, SQLiteSession):
+    pass
 
 
 @contextmanager
