@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "keepstate needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,postgres,redis]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,postgres,redis,langgraph,openai-agents,adk]'
 	touch $(STAMP)
 
 install: $(STAMP)
