@@ -12,6 +12,8 @@ import click
 
 from ..errors import KeepstateError
 from ..stores import scheme_of
+from .failures import quiet_libraries, store_errors
+from .stores import check_store_option
 
 
 async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
@@ -48,8 +50,21 @@ async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
               help="Also migrate the harness store with this table prefix (repeatable).")
 def migrate(store: str, harness_prefixes: tuple[str, ...]) -> None:
     """Create or upgrade the schema of every part of keepstate in a store."""
-    try:
+    with quiet_libraries(), store_errors(store, "migrate"):
+        _check_prefixes(check_store_option(store), harness_prefixes)
         done = asyncio.run(_migrate(store, harness_prefixes))
-    except (KeepstateError, ValueError, RuntimeError) as error:
-        raise click.ClickException(str(error)) from None
     click.echo(f"migrated: {', '.join(done)}")
+
+
+def _check_prefixes(scheme: str, prefixes: tuple[str, ...]) -> None:
+    """Refuse bad ``--harness-prefix`` values before any part is migrated, not halfway through."""
+    from ..harness.records import check_prefix
+
+    if prefixes and scheme == "redis":
+        raise click.BadParameter("the harness store runs on SQLite or PostgreSQL, not Redis",
+                                 param_hint="--harness-prefix")
+    for prefix in prefixes:
+        try:
+            check_prefix(prefix)
+        except KeepstateError as error:
+            raise click.BadParameter(error.message, param_hint="--harness-prefix") from None
