@@ -23,7 +23,7 @@ CASES = {
     "migrate: bad harness prefix": (["migrate", "--store", "{store}", "--harness-prefix", "bad prefix"], 2,
                                     "--harness-prefix"),
     "migrate: harness on redis": (["migrate", "--store", "redis://127.0.0.1:1/0", "--harness-prefix", "h1"], 2,
-                                  "not Redis"),
+                                  "has no harness store"),
     "state: missing id": (["state", "get", "--agent", "a", "k", "--store", "{store}"], 2, "--id is required"),
     "state: unknown scope": (["state", "ls", "--scope", "team", "--agent", "a", "--store", "{store}"], 2, "--scope"),
     "state: bad if-version": (["state", "put", "--agent", "a", "--id", "s", "k", "1", "--if-version", "one",

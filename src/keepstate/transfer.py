@@ -26,10 +26,9 @@ import orjson
 
 from . import values
 from .errors import KeepstateError
-from .platform import dump
-from .platform.repo import PlatformRepo
-from .stores import open_backend, scheme_of
-from .stores.base import Backend, StateRecord
+from .stores import capabilities_of, dump, open_database
+from .stores.base import Database, PlatformFacet, StateFacet
+from .stores.records import StateRecord
 
 FORMAT, VERSION = "keepstate-export", 2
 READABLE = (1, 2)
@@ -44,23 +43,23 @@ class BadDump(ValueError):
     """The input of an import is not a whole dump; the message names the line."""
 
 
-async def _open(url: str) -> tuple[Backend, PlatformRepo | None]:
-    """The store's state backend, and its platform repository where it has one.
-
-    On SQLite the two share one database; closing the backend closes it for both."""
-    if scheme_of(url) == "memory":
+async def _open(url: str) -> tuple[Database, StateFacet, PlatformFacet | None]:
+    """The store's Database, its state facet, and its platform facet where it has one."""
+    if not capabilities_of(url).shared:
         raise ValueError("memory:// lives and dies with one process: export and import need a persistent store")
-    if scheme_of(url) == "redis":
-        return await open_backend(url), None
-    from .platform import open_platform
-
-    platform = await open_platform(url)
-    return platform.state, platform.repo
+    database = open_database(url)
+    try:
+        state = await database.state()
+        repo = await database.platform() if database.capabilities.platform else None
+    except BaseException:
+        await database.aclose()
+        raise
+    return database, state, repo
 
 
 async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[bytes]:
     """The dump of the store at ``url``, one JSON line (without newline) at a time."""
-    backend, repo = await _open(url)
+    database, backend, repo = await _open(url)
     records = 0
     try:
         yield orjson.dumps({"type": FORMAT, "version": VERSION, "platform": repo is not None})
@@ -73,7 +72,7 @@ async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[byte
             records = await _counted(records, tick, "state")
         yield orjson.dumps({"type": FORMAT, "end": True, "records": records})
     finally:
-        await _close(backend, repo)
+        await database.aclose()
 
 
 def read_dump(lines: Iterable[bytes | str], tick: Tick | None = None) -> CheckedDump:
@@ -95,13 +94,13 @@ def read_dump(lines: Iterable[bytes | str], tick: Tick | None = None) -> Checked
 
 async def load_dump(url: str, checked: CheckedDump, tick: Tick | None = None) -> dict[str, int]:
     """Write a checked dump into the store at ``url``; return how many records of each kind it held."""
-    backend, repo = await _open(url)
+    database, backend, repo = await _open(url)
     try:
         if repo is None and set(checked.counts) - {"state"}:
             raise ValueError("this store holds state only (redis://): the dump's platform rows have nowhere to go")
         await _load_all(backend, repo, checked.records(), tick)
     finally:
-        await _close(backend, repo)
+        await database.aclose()
     return checked.counts
 
 
@@ -230,7 +229,7 @@ def _reason(error: Exception) -> str:
 
 
 async def _load_all(
-    backend: Backend, repo: PlatformRepo | None, records: Iterator[tuple[int, dict[str, Any]]], tick: Tick | None
+    backend: StateFacet, repo: PlatformFacet | None, records: Iterator[tuple[int, dict[str, Any]]], tick: Tick | None
 ) -> None:
     """Write the records in order, platform rows in batches of one table."""
     rows = _Rows(repo)
@@ -248,7 +247,7 @@ async def _load_all(
 class _Rows:
     """Platform rows waiting to be loaded together: up to ``BATCH_ROWS`` of one table."""
 
-    def __init__(self, repo: PlatformRepo | None) -> None:
+    def __init__(self, repo: PlatformFacet | None) -> None:
         self._repo = repo
         self._table = ""
         self._rows: list[dict[str, Any]] = []
@@ -307,9 +306,3 @@ async def _counted(records: int, tick: Tick | None, kind: str) -> int:
 def _tick(tick: Tick | None, kind: str) -> None:
     if tick is not None:
         tick(kind)
-
-
-async def _close(backend: Backend, repo: PlatformRepo | None) -> None:
-    if repo is not None:
-        await repo.aclose()
-    await backend.aclose()

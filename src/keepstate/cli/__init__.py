@@ -47,7 +47,7 @@ class _LazyGroup(click.Group):
         command: click.Command = getattr(module, attribute)
         return command
 
-    def main(  # type: ignore[override]
+    def main(
         self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
         standalone_mode: bool = True, **extra: Any,
     ) -> Any:

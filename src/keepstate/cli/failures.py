@@ -13,12 +13,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, NoReturn
-from urllib.parse import urlsplit
 
 import click
 import orjson
 
 from ..errors import KeepstateError
+from ..stores.base import redact
+
+__all__ = ["INTERRUPTED", "fail", "one_line", "quiet_libraries", "redact", "show", "store_errors"]
 
 INTERRUPTED = 130
 """The exit status of a command stopped by Ctrl-C, as shells report it (128 + SIGINT)."""
@@ -27,19 +29,6 @@ INTERRUPTED = 130
 def one_line(text: str) -> str:
     """``text`` with every run of whitespace (drivers' messages hold newlines and tabs) as one space."""
     return " ".join(text.split())
-
-
-def redact(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``: safe to print."""
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    scheme, _, rest = url.partition("://")
-    userinfo, _, host = rest.partition("@")
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
 class OneLineError(click.ClickException):

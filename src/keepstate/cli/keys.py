@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from ..platform.models import ROLES
+from ..stores.records import ROLES
 from .failures import quiet_libraries, store_errors
 from .stores import check_store_option
 

@@ -11,35 +11,31 @@ import asyncio
 import click
 
 from ..errors import KeepstateError
-from ..stores import scheme_of
+from ..stores import capabilities_of, open_database
 from .failures import quiet_libraries, store_errors
 from .stores import check_store_option
 
 
 async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
-    done = []
-    if scheme_of(store) != "redis":
-        from ..platform import open_platform
+    """Open every facet the store declares (each migrates as it opens); what was migrated."""
+    database = open_database(store)
+    declared = database.capabilities
+    done = ["state and platform" if declared.platform else "state"]
+    try:
+        await database.state()
+        if declared.platform:
+            await database.platform()
+        if declared.leases:
+            await database.leases("sessions")
+            done.append("session store")
+        for prefix in harness_prefixes:
+            from ..harness.records import DEFAULT_CHUNK_SIZE, check_prefix
 
-        platform = await open_platform(store)
-        await platform.aclose()
-        done.append("state and platform")
-    else:
-        from ..stores import open_backend
-
-        await (await open_backend(store)).aclose()
-        done.append("state")
-    from ..sessions import open_session_store
-
-    sessions = open_session_store(store)
-    await sessions.get("keepstate-migrate")  # the session store creates its tables on first use
-    await sessions.aclose()
-    done.append("session store")
-    for prefix in harness_prefixes:
-        from ..harness import open_harness_store
-
-        open_harness_store(store, prefix=prefix).close()
-        done.append(f"harness store {prefix!r}")
+            declared.require("harness", store)
+            database.harness(check_prefix(prefix), DEFAULT_CHUNK_SIZE)
+            done.append(f"harness store {prefix!r}")
+    finally:
+        await database.aclose()
     return done
 
 
@@ -51,20 +47,20 @@ async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
 def migrate(store: str, harness_prefixes: tuple[str, ...]) -> None:
     """Create or upgrade the schema of every part of keepstate in a store."""
     with quiet_libraries(), store_errors(store, "migrate"):
-        _check_prefixes(check_store_option(store), harness_prefixes)
+        check_store_option(store)
+        _check_prefixes(store, harness_prefixes)
         done = asyncio.run(_migrate(store, harness_prefixes))
     click.echo(f"migrated: {', '.join(done)}")
 
 
-def _check_prefixes(scheme: str, prefixes: tuple[str, ...]) -> None:
+def _check_prefixes(store: str, prefixes: tuple[str, ...]) -> None:
     """Refuse bad ``--harness-prefix`` values before any part is migrated, not halfway through."""
     from ..harness.records import check_prefix
 
-    if prefixes and scheme == "redis":
-        raise click.BadParameter("the harness store runs on SQLite or PostgreSQL, not Redis",
-                                 param_hint="--harness-prefix")
-    for prefix in prefixes:
-        try:
+    try:
+        if prefixes:
+            capabilities_of(store).require("harness", store)
+        for prefix in prefixes:
             check_prefix(prefix)
-        except KeepstateError as error:
-            raise click.BadParameter(error.message, param_hint="--harness-prefix") from None
+    except KeepstateError as error:
+        raise click.BadParameter(error.message, param_hint="--harness-prefix") from None

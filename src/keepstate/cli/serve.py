@@ -5,8 +5,8 @@ weak ``KEEPSTATE_ADMIN_KEY`` and a bad store URL, then bind the port (uvicorn is
 socket), and only then open the store and make sure of the bootstrap admin key — so a port in
 use or a bad flag never creates a store file or prints a key. Each failure is one line.
 
-The bootstrap happens here, before uvicorn starts, for every store but ``memory://`` (which lives
-only in the serving process, so its app does it at startup); with ``--workers N`` each worker
+The bootstrap happens here, before uvicorn starts, for every store shared between processes; a
+``memory://`` store lives only in the serving process, so its app does it at startup. With ``--workers N`` each worker
 builds its app from the environment. SIGTERM stops gracefully: uvicorn finishes in-flight
 requests, then the app's shutdown closes the store.
 """
@@ -44,14 +44,14 @@ STARTUP_FAILURE = 3
 def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
     """Serve the HTTP API."""
     admin_key = _admin_key()
-    scheme = _check(store, workers)
+    shared = _check(store, workers)
     sock = bind(host, port)
     try:
-        if scheme != "memory":
+        if shared:
             with quiet_libraries(), store_errors(store, "serve"):
                 asyncio.run(_bootstrap(store, admin_key))
         click.echo(f"keepstate: serving {_address(host, sock)} over {redact(store)}", err=True)
-        _run(store, lease, workers, sock, bootstrap_admin=scheme == "memory", admin_key=admin_key)
+        _run(store, lease, workers, sock, bootstrap_admin=not shared, admin_key=admin_key)
     finally:
         sock.close()
 
@@ -69,17 +69,21 @@ def _admin_key() -> str | None:
     return admin_key
 
 
-def _check(store: str, workers: int) -> str:
-    """The store URL's scheme, once the URL and the flags are known to fit together."""
+def _check(store: str, workers: int) -> bool:
+    """Whether the store is shared between processes, once the URL and the flags are known to fit."""
+    from ..errors import KeepstateError
+    from ..stores import capabilities_of
+
     with store_errors(store, "serve"):
-        scheme = check_store_option(store)
-    if scheme == "redis":
-        raise click.BadParameter(
-            "the server keeps keys, sessions and runs, which need PostgreSQL or SQLite; Redis serves the state "
-            "store (keepstate.open) and the session store (keepstate.sessions)", param_hint="--store")
-    if scheme == "memory" and workers > 1:
+        check_store_option(store)
+    declared = capabilities_of(store)
+    try:
+        declared.require("platform", store)
+    except KeepstateError as error:
+        raise click.BadParameter(error.message, param_hint="--store") from None
+    if workers > 1 and not declared.shared:
         raise click.BadParameter("a memory:// store lives in one process: use --workers 1", param_hint="--workers")
-    return scheme
+    return declared.shared
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -19,7 +19,7 @@ import orjson
 from .. import values
 from ..errors import NotFound
 from ..scope import Scope, scope_namespace
-from ..stores.base import SCOPE_KINDS
+from ..stores.records import SCOPE_KINDS
 from .failures import quiet_libraries, store_errors
 from .stores import check_store_option
 

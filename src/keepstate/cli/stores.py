@@ -39,7 +39,7 @@ def check_store_option(url: str, must_exist: bool = False) -> str:
 
 
 def _check_sqlite(url: str, must_exist: bool) -> None:
-    from ..stores.sqlite_db import require_store, sqlite_path
+    from ..stores.sqlite.db import require_store, sqlite_path
 
     path = sqlite_path(url)
     if os.path.isdir(path):

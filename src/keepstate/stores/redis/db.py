@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import Unavailable
+from ...errors import Unavailable
 
 try:
     import redis.asyncio as aioredis
