@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -92,3 +93,16 @@ def test_a_store_that_cannot_be_opened_is_one_line_and_nothing_is_created(
     assert list((root / "a-directory").iterdir()) == []
     if kind == "unknown-scheme" or (command == "serve" and kind == "redis-down"):
         assert done.returncode == 2  # bad usage, as for any bad flag
+
+
+def test_a_driver_error_the_storage_layer_lets_through_is_still_one_line(
+    tmp_path: Path, pg_url: str, redis_url: str
+) -> None:
+    """A search_path naming no schema (psycopg's InvalidSchemaName) and a Redis URL with an option
+    redis-py does not know (a TypeError): whatever raises them, the command says so in one line."""
+    no_schema = pg_url.split("?", 1)[0] + "?options=" + quote(f"-csearch_path=ks_absent_{secrets.token_hex(6)}")
+    for store in (no_schema, f"{redis_url}&bogus=1"):
+        for command in ("export", "state-ls", "migrate"):
+            done = _run(command, store, tmp_path)
+            assert_one_line_error(done, "cannot")
+    assert list(tmp_path.iterdir()) == []

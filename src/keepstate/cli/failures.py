@@ -3,7 +3,9 @@
 The spec's rule for the command line ("every command that cannot open its store, or is given a
 bad flag, says so in one line on stderr and exits non-zero") is kept here once: errors a user can
 act on (a store that cannot be opened, a bad URL, a full disk, Ctrl-C) become one ``Error: ...``
-line, with any password in a store URL hidden. Anything else is a bug and keeps its traceback.
+line, with any password in a store URL hidden. Any other exception while a command works on its
+store is a bug (a driver error the storage layer did not translate): it is one line too, naming
+its type, as the server answers such a bug with a 500 rather than a stack.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ def store_errors(url: str, verb: str, as_json: bool = False) -> Iterator[None]:
         fail(f"cannot {verb} {redact(url)}: {describe(error)}")
     except KeyboardInterrupt:
         fail(f"interrupted: the command on {redact(url)} did not finish", interrupted=True)
+    except click.ClickException:
+        raise
+    except Exception as error:  # a driver's error the storage layer let through: a bug, but never a traceback
+        fail(f"cannot {verb} {redact(url)}: {type(error).__name__}: {error} (unexpected: please report it)")
 
 
 @contextmanager
