@@ -40,6 +40,20 @@ def start_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None
     return subprocess.Popen([sys.executable, "-c", MAIN, *args], cwd=cwd, env=cli_env(env), text=True, **popen)
 
 
+def finish(process: subprocess.Popen[str], timeout: float = 30) -> int:
+    """The exit status once ``process`` exits; killed if it has not within ``timeout`` seconds, so
+    a failed test never leaves a server or worker behind. Closes the pipes the test opened."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+    return process.returncode
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, input: str | None = None,
             timeout: float = TIMEOUT_S) -> Done:
     done = subprocess.run([sys.executable, "-c", MAIN, *args], cwd=cwd, env=cli_env(env), input=input,

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cliproc import assert_one_line_error, run_cli, start_cli
+from cliproc import assert_one_line_error, finish, run_cli, start_cli
 from serverproc import free_port
 
 STRONG = f"ks_{secrets.token_urlsafe(32)}"
@@ -114,6 +114,4 @@ def test_port_zero_serves_on_the_port_it_prints(tmp_path: Path, workers: int) ->
         assert keys.status_code == 200 and keys.json()["keys"][0]["role"] == "admin"
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM once it stopped
-        assert process.stderr is not None
-        process.stderr.close()
+        assert finish(process) in (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM once it stopped

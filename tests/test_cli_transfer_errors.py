@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cliproc import assert_one_line_error, run_cli, start_cli
+from cliproc import assert_one_line_error, finish, run_cli, start_cli
 
 HEADER = {"type": "keepstate-export", "version": 2, "platform": False}
 KEYS = 5000
@@ -91,9 +91,12 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_an_export_interrupted_by_ctrl_c_says_so_and_its_dump_is_refused(tmp_path: Path, big_store: str) -> None:
     process = start_cli("export", "--store", big_store, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None
-    first = process.stdout.readline()  # the export is running, blocked on the full pipe
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    try:
+        first = process.stdout.readline()  # the export is running, blocked on the full pipe
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        finish(process)
     assert process.returncode == 130
     assert "Traceback" not in err and err.count("\n") == 1 and "interrupted" in err, err
     partial = first + out
@@ -107,11 +110,13 @@ def test_an_export_interrupted_by_ctrl_c_says_so_and_its_dump_is_refused(tmp_pat
 def test_an_export_whose_reader_goes_away_says_so(big_store: str) -> None:
     process = start_cli("export", "--store", big_store, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
-    process.stdout.readline()
-    process.stdout.close()  # like `keepstate export | head -1`
-    err = process.stderr.read()
-    process.stderr.close()
-    assert process.wait(timeout=60) == 1
+    try:
+        process.stdout.readline()
+        process.stdout.close()  # like `keepstate export | head -1`
+        err = process.stderr.read()
+    finally:
+        status = finish(process, 60)
+    assert status == 1
     assert err.count("\n") == 1 and "closed before the dump was complete" in err, err
 
 
@@ -119,14 +124,15 @@ def test_ctrl_c_while_import_waits_for_input_stops_it_and_creates_nothing(tmp_pa
     target = tmp_path / "target.db"
     process = start_cli("import", "--store", f"sqlite:///{target}", stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stderr is not None
-    process.stdin.write(_text(HEADER, _state("a")))
-    process.stdin.flush()
-    _wait_until_reading(process)
-    process.send_signal(signal.SIGINT)
-    err = process.stderr.read()
-    process.stderr.close()
-    process.stdin.close()
-    assert process.wait(timeout=60) == 130
+    try:
+        process.stdin.write(_text(HEADER, _state("a")))
+        process.stdin.flush()
+        _wait_until_reading(process)
+        process.send_signal(signal.SIGINT)
+        err = process.stderr.read()
+    finally:
+        status = finish(process, 60)
+    assert status == 130
     assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
     assert not target.exists()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import keepstate
-from cliproc import assert_one_line_error, run_cli, start_cli
+from cliproc import assert_one_line_error, finish, run_cli, start_cli
 from serverproc import ServerInfo, free_port, running_server
 
 AGENTS = '''
@@ -91,9 +91,7 @@ def test_a_ready_line_then_one_line_per_invocation_and_http_lines_only_when_debu
         process.send_signal(signal.SIGTERM)
         rest = _read_until(process, "stopped after")
     finally:
-        process.wait(timeout=30)
-        assert process.stderr is not None
-        process.stderr.close()
+        finish(process)
     assert process.returncode == 0
     lines = ready + rest
     http = [line for line in lines if "HTTP Request" in line or " httpx" in line or " httpcore" in line]
