@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from keepstate.sessions import LeaseBackend, Stored
 from serverproc import free_port
 
 __all__ = ["free_port"]  # re-exported for the session tests
@@ -83,8 +85,14 @@ def spawn(*args: str) -> subprocess.Popen[str]:
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    """Wait for a worker; its last stdout line is a JSON report."""
-    out, err = proc.communicate(timeout=timeout)
+    """Wait for a worker; its last stdout line is a JSON report. A worker that outlives ``timeout`` is
+    killed and fails the test (it would otherwise outlive the test, still holding what it holds)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"worker still running after {timeout} s (killed): {err[-3000:]}") from None
     assert proc.returncode == 0, f"worker failed ({proc.returncode}): {err[-3000:]}"
     report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return report
@@ -95,3 +103,41 @@ async def wait_for_file(path: Path, timeout: float = 30) -> None:
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         await asyncio.sleep(0.02)
+
+
+class DeafRenewals(LeaseBackend):
+    """A real backend whose renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
+    driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it."""
+
+    def __init__(self, inner: LeaseBackend, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
+        loop = asyncio.get_running_loop()
+        done_at = loop.time() + self.delay
+        while (left := done_at - loop.time()) > 0:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(left)
+        return await self.inner.renew(id, token, ttl_ms)
+
+    async def acquire(self, id: str, ttl_ms: int) -> int | None:
+        return await self.inner.acquire(id, ttl_ms)
+
+    async def release(self, id: str, token: int) -> None:
+        await self.inner.release(id, token)
+
+    async def read(self, id: str) -> Stored | None:
+        return await self.inner.read(id)
+
+    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+        return await self.inner.write(id, stored, token)
+
+    async def remove(self, id: str, token: int | None) -> bool:
+        return await self.inner.remove(id, token)
+
+    async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
+        return await self.inner.touch(id, expires_at, token)
+
+    async def close(self) -> None:
+        await self.inner.close()

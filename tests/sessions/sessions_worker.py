@@ -4,6 +4,7 @@
     sessions_worker.py pause URL SID READY LEASE                        # hold a lease, then write late
     sessions_worker.py effect URL SID READY                             # die (SIGKILL) inside an effect
     sessions_worker.py hold URL SID READY GO                            # hold SID until GO appears
+    sessions_worker.py block URL SID READY UNTIL                        # block the loop inside transact
 
 The last stdout line is a JSON report.
 """
@@ -107,7 +108,36 @@ async def hold(url: str, sid: str, ready: str, go: str) -> dict[str, Any]:
         await store.aclose()
 
 
-COMMANDS = {"confirm": confirm, "pause": pause, "effect": effect, "hold": hold}
+async def block(url: str, sid: str, ready: str, until: str) -> dict[str, Any]:
+    """set, block the event loop (``time.sleep``) past the 1 s lease, set again, return."""
+    store = open_session_store(url, lease_seconds=1, wait_timeout=10)
+
+    async def operation() -> str:
+        await store.set(sid, SessionState(state={"by": "blocker", "step": 1}))
+        Path(ready).touch()
+        block_loop(until)
+        await store.set(sid, SessionState(state={"by": "blocker", "step": 2}))
+        return "returned"
+
+    try:
+        outcome = await store.transact(sid, operation)
+    except LeaseLost as error:
+        outcome = error.code
+    await store.aclose()
+    return {"outcome": outcome}
+
+
+def block_loop(until: str) -> None:
+    """Sleep on the event loop's thread (no task runs, no renewal): UNTIL seconds, or until the file UNTIL exists."""
+    if until.replace(".", "", 1).isdigit():
+        time.sleep(float(until))
+        return
+    deadline = time.monotonic() + 30
+    while not Path(until).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+COMMANDS = {"confirm": confirm, "pause": pause, "effect": effect, "hold": hold, "block": block}
 
 if __name__ == "__main__":
     report = asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))  # type: ignore[operator]

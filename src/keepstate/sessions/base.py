@@ -29,6 +29,7 @@ from ..values import check_key
 from .state import SessionState, now_ms
 
 T = TypeVar("T")
+CLOSE_WAIT_S = 5.0  # longest aclose() waits for leases still ending (a renewal in flight, then a release)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class _Lease:
     lost: bool = False
     cancelled: bool = False
     unreachable: bool = False  # lost because renewals could not reach the store (not refused)
+    ended: bool = False  # the operation is over: the renewer stops, even if its cancellation was lost
     deadline: float = field(default=0.0)
 
 
@@ -125,6 +127,7 @@ class SessionStore:
         self.backend = backend
         self.lease_seconds = lease_seconds
         self.wait_timeout = wait_timeout
+        self._ending: set[asyncio.Task[None]] = set()  # leases still ending after their holder was cancelled
 
     async def get(self, id: str) -> SessionState | None:
         """The session's state, or None when absent or expired. Never takes the lease."""
@@ -187,14 +190,15 @@ class SessionStore:
             raise
         finally:
             _HELD.reset(reset)
-            renewer.cancel()
-            await _finish(renewer)
-            await _release_quietly(self.backend, id, lease.token)
+            await self._end(lease, renewer)
         if lost_in_body:
             _uncancel(lease)
             raise _lost(lease, "while the operation ran")
 
     async def aclose(self) -> None:
+        """Close the backend, once the leases still ending (their holder was cancelled) are released."""
+        if self._ending:
+            await asyncio.wait(self._ending, timeout=CLOSE_WAIT_S)
         await self.backend.close()
 
     async def __aenter__(self) -> SessionStore:
@@ -232,6 +236,13 @@ class SessionStore:
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
             delay = min(delay * 2, self.backend.poll_max)
 
+    async def _end(self, lease: _Lease, renewer: asyncio.Task[None]) -> None:
+        """End the lease to its release even when the holder is cancelled meanwhile (it is not kept waiting)."""
+        ending = asyncio.ensure_future(_stop_and_release(lease, renewer))
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
+        await asyncio.shield(ending)
+
     async def _renew_loop(self, lease: _Lease) -> None:
         """Renew every third of the TTL; retry sooner on an outage; give up at the deadline."""
         interval = self.lease_seconds / 3
@@ -242,6 +253,8 @@ class SessionStore:
                 ok: bool | None = await self.backend.renew(lease.id, lease.token, self._ttl_ms)
             except Unavailable:
                 ok = None
+            if lease.ended:  # the operation ended during the renewal, whose driver may have lost our cancel
+                return
             if ok:
                 lease.deadline = time.monotonic() + self.lease_seconds
                 wait = interval
@@ -275,12 +288,18 @@ def _uncancel(lease: _Lease) -> bool:
     return lease.task.uncancel() == 0
 
 
-async def _finish(task: asyncio.Task[Any]) -> None:
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+async def _stop_and_release(lease: _Lease, renewer: asyncio.Task[None]) -> None:
+    """Stop the renewer, then release: never before its last renewal, which would revive the lease.
 
-
-async def _release_quietly(backend: LeaseBackend, id: str, token: int) -> None:
-    """Release even when the holder is being cancelled; an outage just lets the lease expire."""
+    Neither step trusts cancellation alone: a driver may lose it (psycopg_pool's wait on Python
+    3.11 did), so the renewer also stops on ``lease.ended`` after its renewal in flight, and
+    ``asyncio.wait`` neither raises the renewer's cancellation nor hides one of the caller's. An
+    outage lets the lease expire.
+    """
+    lease.ended = True
+    renewer.cancel()
+    await asyncio.wait([renewer])
+    if not renewer.cancelled():
+        renewer.exception()  # retrieved: a renewer that failed has stopped renewing, nothing more to do
     with contextlib.suppress(Unavailable):
-        await asyncio.shield(backend.release(id, token))
+        await lease.store.backend.release(lease.id, lease.token)

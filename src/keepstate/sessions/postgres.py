@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..errors import Unavailable
 from ..stores.postgres_db import CONNECT_TIMEOUT_S, aconnection, amigrate, open_async_pool, pg_url, translate_errors
 
 try:
@@ -91,6 +92,7 @@ class PostgresBackend(LeaseBackend):
         self._sql = statements(TABLES[space])
         self._pool: psycopg_pool.AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
+        self._closed = False
 
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
         row = await self._row(SQL_ACQUIRE, {"id": id, "ttl": ttl_ms})
@@ -117,6 +119,7 @@ class PostgresBackend(LeaseBackend):
         return await self._write("touch", {"id": id, "expires_at": expires_at}, token)
 
     async def close(self) -> None:
+        self._closed = True
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -135,6 +138,8 @@ class PostgresBackend(LeaseBackend):
             return await cursor.fetchone() if fetch and cursor.description else None
 
     async def _connect(self) -> psycopg_pool.AsyncConnectionPool:
+        if self._closed:  # never open a second pool behind a close (nothing would close it)
+            raise Unavailable("postgresql: the session store is closed")
         if self._pool is None:
             async with self._opening:
                 if self._pool is None:
