@@ -21,10 +21,9 @@ import asyncio
 from typing import Any
 
 from ..errors import Unavailable
-from ..stores.postgres_db import CONNECT_TIMEOUT_S, aconnection, amigrate, open_async_pool, pg_url, translate_errors
+from ..stores.postgres_db import aconnection, amigrate, open_async_pool
 
 try:
-    import psycopg
     import psycopg_pool
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
@@ -143,7 +142,6 @@ class PostgresBackend(LeaseBackend):
         if self._pool is None:
             async with self._opening:
                 if self._pool is None:
-                    await _probe(self._url)
                     pool = await open_async_pool(self._url)
                     try:
                         await amigrate(pool, COMPONENT, STEPS)
@@ -153,9 +151,3 @@ class PostgresBackend(LeaseBackend):
                     self._pool = pool
         return self._pool
 
-
-async def _probe(url: str) -> None:
-    """One direct connection first: a refused or unreachable server fails now, not after the pool's wait."""
-    with translate_errors():
-        conn = await psycopg.AsyncConnection.connect(pg_url(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-        await conn.close()

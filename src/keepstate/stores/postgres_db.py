@@ -102,7 +102,15 @@ class _AsyncPool(psycopg_pool.AsyncConnectionPool):
 
 
 async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncConnectionPool:
-    """An opened async pool; raises Unavailable when the server cannot be reached."""
+    """An opened async pool; raises Unavailable, with the server's reason, when it cannot be reached.
+
+    One direct connection comes first: the pool only logs why it could not connect and, after its
+    wait, says "pool initialization incomplete"; the connection says "connection refused",
+    "database ... does not exist" or "password authentication failed", within the connect timeout.
+    """
+    with translate_errors():
+        probe = await psycopg.AsyncConnection.connect(pg_url(url), **_connect_kwargs())
+        await probe.close()
     pool = _AsyncPool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
         timeout=POOL_WAIT_S, reconnect_timeout=0,
@@ -136,7 +144,9 @@ class _Pool(psycopg_pool.ConnectionPool):
 
 
 def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
-    """An opened sync pool; raises Unavailable when the server cannot be reached."""
+    """An opened sync pool; raises Unavailable, with the server's reason (as ``open_async_pool``)."""
+    with translate_errors(), psycopg.Connection.connect(pg_url(url), **_connect_kwargs()):
+        pass
     pool = _Pool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
         timeout=POOL_WAIT_S, reconnect_timeout=0,
