@@ -18,9 +18,11 @@ machine), and its ``fence`` only grows.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 from ..errors import Unavailable
+from ..stores.adapters import close_on_loop
 from ..stores.postgres_db import aconnection, amigrate, open_async_pool
 
 try:
@@ -92,6 +94,7 @@ class PostgresBackend(LeaseBackend):
         self._pool: psycopg_pool.AsyncConnectionPool | None = None
         self._opening = asyncio.Lock()
         self._closed = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None  # closes a pool the user forgot
 
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
         row = await self._row(SQL_ACQUIRE, {"id": id, "ttl": ttl_ms})
@@ -119,6 +122,8 @@ class PostgresBackend(LeaseBackend):
 
     async def close(self) -> None:
         self._closed = True
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
@@ -148,6 +153,7 @@ class PostgresBackend(LeaseBackend):
                     except BaseException:
                         await pool.close()
                         raise
+                    self._finalizer = close_on_loop(self, asyncio.get_running_loop(), pool.close)
                     self._pool = pool
         return self._pool
 

@@ -3,18 +3,30 @@
 ``InlineAsync``: the async face of an in-process sync backend whose calls never block for long
 (memory). ``Portal``: the sync face of an async backend (PostgreSQL, Redis), running its
 coroutines on one private event-loop thread.
+
+Both faces must also *end* cleanly: a pool left open keeps worker tasks that, at interpreter
+exit, are destroyed pending ("Task was destroyed but it is pending!"). So what a user forgets to
+close is closed by a weakref finaliser (which also runs at exit), on the loop the resource belongs
+to, bounded by ``CLOSE_WAIT_S`` and quiet: ``Portal`` for its backend, and ``close_on_loop`` for
+async resources opened on the caller's loop (the session store's pool or Redis client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from .base import Backend, Entry, StateRecord, SyncBackend
 
 T = TypeVar("T")
+Closer = Callable[[], Awaitable[None]]
+CLOSE_WAIT_S = 5.0
+"""Longest a close waits for a backend, then for the tasks left on a loop: exit never hangs on it."""
 
 
 class InlineAsync(Backend):
@@ -63,21 +75,48 @@ class EventLoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="keepstate-portal", daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self._thread:  # e.g. a finaliser run by GC on this thread
+            coro.close()
+            raise RuntimeError("a portal call from its own loop thread would wait for itself")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        """Cancel and await what still runs on the loop (as ``asyncio.run`` does), then close it."""
+        if self.loop.is_closed():
+            return
+        with contextlib.suppress(Exception):  # a task deaf to cancellation: give up after the bound
+            self.run(_cancel_the_rest(), timeout=CLOSE_WAIT_S + 1)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        self.loop.close()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=CLOSE_WAIT_S)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in others:
+        task.cancel()
+    if others:
+        done, _ = await asyncio.wait(others, timeout=CLOSE_WAIT_S)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a task that failed while closing has nothing left to say
+    await asyncio.get_running_loop().shutdown_asyncgens()
 
 
 class Portal:
-    """Sync face of an async backend; the backend lives on its own loop thread."""
+    """Sync face of an async backend; the backend lives on its own loop thread.
+
+    ``close()`` closes the backend, then the loop; again is a no-op. A portal never closed is
+    closed the same way, quietly, when it is garbage-collected or at interpreter exit.
+    """
 
     def __init__(self, backend: Backend, loop: EventLoopThread) -> None:
         self.backend = backend
         self._loop = loop
+        self._finalizer = weakref.finalize(self, _close_quietly, backend, loop)
 
     @classmethod
     def open(cls, opener: Any, url: str) -> Portal:
@@ -120,7 +159,72 @@ class Portal:
         self._loop.run(self.backend.ping())
 
     def close(self) -> None:
-        try:
-            self._loop.run(self.backend.aclose())
-        finally:
-            self._loop.stop()
+        if self._finalizer.detach() is not None:
+            _close(self.backend, self._loop)
+
+
+def _close(backend: Backend, loop: EventLoopThread) -> None:
+    try:
+        loop.run(backend.aclose(), timeout=CLOSE_WAIT_S)
+    finally:
+        loop.stop()
+
+
+def _close_quietly(backend: Backend, loop: EventLoopThread) -> None:
+    """The finaliser: at exit or on GC nobody can handle an error, so none is raised or printed."""
+    with contextlib.suppress(Exception):
+        _close(backend, loop)
+
+
+def close_on_loop(owner: object, loop: asyncio.AbstractEventLoop, close: Closer) -> weakref.finalize[Any, Any]:
+    """Run ``close()`` on ``loop`` when ``owner`` is garbage-collected or at exit, unless detached first.
+
+    For an async resource (a pool, a client) opened on the caller's loop and never closed: the
+    finaliser runs it to completion when the loop is idle (exit after ``run_until_complete``), hands
+    it to the loop when that runs on another thread, and schedules it when GC runs on the loop
+    itself (finished at exit if the loop stopped first); a closed loop (``asyncio.run`` returned)
+    has already cancelled the resource's tasks.
+    ``close`` must not hold a reference to ``owner``. Detach the result in the owner's own close.
+    """
+    return weakref.finalize(owner, _run_close, loop, close)
+
+
+_CLOSING: set[asyncio.Task[None]] = set()  # closes scheduled by a finaliser on its own loop
+
+
+@atexit.register
+def _finish_closing() -> None:
+    """A close scheduled while its loop ran may not have run before the loop stopped: run it now."""
+    for task in list(_CLOSING):
+        loop = task.get_loop()
+        if not task.done() and not loop.is_closed() and not loop.is_running():
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+
+
+def _run_close(loop: asyncio.AbstractEventLoop, close: Closer) -> None:
+    if loop.is_closed():
+        return
+
+    async def bounded() -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(close(), CLOSE_WAIT_S)
+
+    running = _running_loop()
+    with contextlib.suppress(Exception):
+        if not loop.is_running():
+            if running is None:  # another loop running here could not run this one
+                loop.run_until_complete(bounded())
+        elif running is loop:
+            task = loop.create_task(bounded())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
+        else:
+            asyncio.run_coroutine_threadsafe(bounded(), loop).result(CLOSE_WAIT_S + 1)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
