@@ -251,3 +251,19 @@ async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(backend_url
     other = open_session_store(backend_url, wait_timeout=0)
     assert await other.transact("cx", lambda: asyncio.sleep(0, "free")) == "free"
     await other.aclose()
+
+
+async def test_a_cancelled_call_is_cancelled_at_every_loop_step(store: SessionStore) -> None:
+    """A driver may finish its inner work in the step a cancel lands and lose it (redis-py's send
+    under ``asyncio.wait_for`` on Python 3.11): the store's calls still end cancelled."""
+    await store.set("c", SessionState())
+    lost = []
+    for steps in range(12):
+        call = asyncio.create_task(store.set("c", SessionState(state={"n": steps})))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if call.cancel():
+            await asyncio.wait([call], timeout=10)
+            if not call.cancelled():
+                lost.append(steps)
+    assert lost == [], f"cancellations lost at loop-step offsets {lost}"

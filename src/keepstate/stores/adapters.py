@@ -176,6 +176,24 @@ def _close_quietly(backend: Backend, loop: EventLoopThread) -> None:
         _close(backend, loop)
 
 
+def cancel_requests() -> int:
+    """How many cancellations of the current task are pending (``Task.cancelling()``; 0 off a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def raise_lost_cancel(before: int) -> None:
+    """Raise the cancellation a driver swallowed since ``before = cancel_requests()``.
+
+    On Python 3.11 ``asyncio.wait_for`` (psycopg_pool's connection wait, redis-py's send) loses a
+    cancellation that lands in the loop step its inner work completes (CPython gh-86296): the call
+    returns normally and the task goes on as if never cancelled. ``cancelling()`` still counts the
+    request (only ``uncancel()``, as ``asyncio.timeout`` uses, takes it back), so it is raised here.
+    """
+    if cancel_requests() > before:
+        raise asyncio.CancelledError("cancelled during a driver call that did not deliver it")
+
+
 def close_on_loop(owner: object, loop: asyncio.AbstractEventLoop, close: Closer) -> weakref.finalize[Any, Any]:
     """Run ``close()`` on ``loop`` when ``owner`` is garbage-collected or at exit, unless detached first.
 

@@ -9,7 +9,6 @@ call fails fast with ``Unavailable`` (connect timeout and pool wait both short),
 
 from __future__ import annotations
 
-import asyncio
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -17,6 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from ..errors import Unavailable
+from .adapters import cancel_requests, raise_lost_cancel
 from .migrations import pending_steps
 
 try:
@@ -160,25 +160,16 @@ def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
 async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection, with connection trouble translated to Unavailable.
 
-    A cancellation that arrives while waiting for the connection is never lost: the pool waits
-    with ``asyncio.wait_for``, which on Python 3.11 swallows a cancellation delivered in the same
-    loop step as the connection it waited for (CPython gh-86296). The task then went on as if
-    never cancelled — a lease renewer cancelled that way renewed forever. ``cancelling()`` still
-    counts such a request, so it is raised here, the connection going straight back to the pool.
+    A cancellation that arrives while waiting for the connection is never lost: the pool's wait
+    can swallow it (see ``raise_lost_cancel``), and a lease renewer cancelled that way renewed
+    forever. It is raised here instead, the connection going straight back to the pool.
     """
     wait = DOWN_WAIT_S if getattr(pool, "down", False) else None
-    requested = _cancel_requests()
+    before = cancel_requests()
     with translate_errors():
         async with pool.connection(timeout=wait) as conn:
-            if _cancel_requests() > requested:
-                raise asyncio.CancelledError("cancelled while waiting for a pooled connection")
+            raise_lost_cancel(before)
             yield conn
-
-
-def _cancel_requests() -> int:
-    """How many cancellations of the current task are pending (``Task.cancelling()``)."""
-    task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
 
 
 @contextmanager
