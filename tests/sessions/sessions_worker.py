@@ -16,11 +16,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from keepstate import KeepstateError
-from keepstate.sessions import LeaseLost, SessionManager, SessionState, open_session_store
+from keepstate.sessions import LeaseLost, SessionManager, SessionState, SessionStore, open_session_store
 
 CONFIG = "cfg-1"
 
@@ -67,6 +68,16 @@ async def confirm(url: str, go: str, ready: str, ledger: str, concurrency: str, 
     return counts
 
 
+async def transact_outcome(store: SessionStore, sid: str, operation: Callable[[], Awaitable[str]]) -> dict[str, Any]:
+    """Run ``operation`` in ``sid``'s transact, then close: its result, or ``lease_lost``."""
+    try:
+        outcome = await store.transact(sid, operation)
+    except LeaseLost as error:
+        outcome = error.code
+    await store.aclose()
+    return {"outcome": outcome}
+
+
 async def pause(url: str, sid: str, ready: str, lease: str) -> dict[str, Any]:
     store = open_session_store(url, lease_seconds=float(lease), wait_timeout=30)
 
@@ -76,12 +87,7 @@ async def pause(url: str, sid: str, ready: str, lease: str) -> dict[str, Any]:
         await store.set(sid, SessionState(state={"by": "late-worker"}))
         return "wrote"
 
-    try:
-        outcome = await store.transact(sid, operation)
-    except LeaseLost as error:
-        outcome = error.code
-    await store.aclose()
-    return {"outcome": outcome}
+    return await transact_outcome(store, sid, operation)
 
 
 async def effect(url: str, sid: str, ready: str) -> dict[str, Any]:
@@ -119,12 +125,7 @@ async def block(url: str, sid: str, ready: str, until: str) -> dict[str, Any]:
         await store.set(sid, SessionState(state={"by": "blocker", "step": 2}))
         return "returned"
 
-    try:
-        outcome = await store.transact(sid, operation)
-    except LeaseLost as error:
-        outcome = error.code
-    await store.aclose()
-    return {"outcome": outcome}
+    return await transact_outcome(store, sid, operation)
 
 
 def block_loop(until: str) -> None:
