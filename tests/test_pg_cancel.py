@@ -13,7 +13,7 @@ import asyncio
 
 import psycopg_pool
 
-from keepstate.stores.postgres_db import aconnection, open_async_pool
+from keepstate.stores.postgres.db import aconnection, open_async_pool
 
 OFFSETS = range(12)
 

@@ -20,8 +20,8 @@ import keepstate
 from keepstate.harness import open_harness_store
 from keepstate.platform import open_platform
 from keepstate.sessions import open_session_store
-from keepstate.stores import open_backend
-from keepstate.stores.postgres_db import POOL_WAIT_S
+from keepstate.stores import open_database
+from keepstate.stores.postgres.db import POOL_WAIT_S
 
 FAST_S = POOL_WAIT_S / 2
 """Well under the pool's wait: a refusal or a missing database is answered in milliseconds."""
@@ -40,6 +40,14 @@ def _url(case: str, request: pytest.FixtureRequest) -> tuple[str, str]:
     return _missing_database(request.getfixturevalue("pg_url")), "does not exist"
 
 
+async def _state_facet(url: str) -> None:
+    database = open_database(url)  # connects on first use
+    try:
+        await database.state()
+    finally:
+        await database.aclose()
+
+
 async def _first_session_call(url: str) -> None:
     store = open_session_store(url)  # connects on first use
     try:
@@ -50,7 +58,7 @@ async def _first_session_call(url: str) -> None:
 
 OPENERS: dict[str, Callable[[str], Any]] = {
     "keepstate.open": keepstate.open,
-    "open_backend": lambda url: asyncio.run(open_backend(url)),
+    "open_database": lambda url: asyncio.run(_state_facet(url)),
     "open_session_store": lambda url: asyncio.run(_first_session_call(url)),
     "open_platform": lambda url: asyncio.run(open_platform(url)),
     "open_harness_store": open_harness_store,

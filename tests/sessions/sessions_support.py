@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from keepstate.sessions import LeaseBackend, Stored
+from backends import declaring
+from keepstate.sessions import SessionStore
 from serverproc import free_port
 
 __all__ = ["free_port"]  # re-exported for the session tests
 
-ALL = ["memory", "sqlite", "postgres", "redis"]
-SHARED = ["sqlite", "postgres", "redis"]  # backends several processes can share
+ALL = declaring("leases")
+SHARED = declaring("leases", "shared")  # backends several processes can share
 
 
 class Proxy:
@@ -105,39 +106,19 @@ async def wait_for_file(path: Path, timeout: float = 30) -> None:
         await asyncio.sleep(0.02)
 
 
-class DeafRenewals(LeaseBackend):
-    """A real backend whose renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
+
+async def deaf_renewals(store: SessionStore, delay: float) -> None:
+    """Make ``store``'s real renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
     driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it."""
+    facet = await store.leases.facet()
+    renew = facet.renew
 
-    def __init__(self, inner: LeaseBackend, delay: float) -> None:
-        self.inner = inner
-        self.delay = delay
-
-    async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
+    async def deaf(id: str, token: int, ttl_ms: int) -> bool:
         loop = asyncio.get_running_loop()
-        done_at = loop.time() + self.delay
+        done_at = loop.time() + delay
         while (left := done_at - loop.time()) > 0:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(left)
-        return await self.inner.renew(id, token, ttl_ms)
+        return await renew(id, token, ttl_ms)
 
-    async def acquire(self, id: str, ttl_ms: int) -> int | None:
-        return await self.inner.acquire(id, ttl_ms)
-
-    async def release(self, id: str, token: int) -> None:
-        await self.inner.release(id, token)
-
-    async def read(self, id: str) -> Stored | None:
-        return await self.inner.read(id)
-
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
-        return await self.inner.write(id, stored, token)
-
-    async def remove(self, id: str, token: int | None) -> bool:
-        return await self.inner.remove(id, token)
-
-    async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
-        return await self.inner.touch(id, expires_at, token)
-
-    async def close(self) -> None:
-        await self.inner.close()
+    facet.renew = deaf  # type: ignore[method-assign]

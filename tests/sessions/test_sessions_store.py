@@ -5,29 +5,30 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
-from sessions_support import ALL, DeafRenewals
+from sessions_support import ALL, deaf_renewals
 
 from keepstate import InvalidKey
+from keepstate.clock import now_ms
 from keepstate.sessions import (
     LeaseLost,
     SessionLocked,
     SessionState,
     SessionStore,
-    Stored,
-    open_backend,
+    open_leases,
     open_session_store,
 )
-from keepstate.sessions.state import now_ms
+from keepstate.stores.records import Blob
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
 
 @pytest.fixture
-async def store(backend_url: str) -> SessionStore:
+async def store(backend_url: str) -> AsyncIterator[SessionStore]:
     opened = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
-    yield opened  # type: ignore[misc]
+    yield opened
     await opened.aclose()
 
 
@@ -126,7 +127,7 @@ async def test_different_sessions_do_not_wait_for_each_other(store: SessionStore
 
     a, b = store.transact("a", lambda: meet("a", "b")), store.transact("b", lambda: meet("b", "a"))
     both = await asyncio.gather(a, b)
-    assert both == ["a", "b"]
+    assert list(both) == ["a", "b"]
 
 
 async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) -> None:
@@ -144,15 +145,16 @@ async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) 
 
 
 async def test_stale_token_write_is_refused(backend_url: str) -> None:
-    backend = open_backend(backend_url)
+    leases = open_leases(backend_url)
+    backend = await leases.facet()
     first = await backend.acquire("f", 200)
     assert first is not None
     assert await backend.acquire("f", 200) is None  # held
-    assert await backend.write("f", Stored(b"{}", None), first)
+    assert await backend.write("f", Blob(b"{}", None), first)
     await asyncio.sleep(0.3)
     second = await backend.acquire("f", 5000)
     assert second is not None and second > first  # tokens only grow
-    assert not await backend.write("f", Stored(b'{"stale":1}', None), first)
+    assert not await backend.write("f", Blob(b'{"stale":1}', None), first)
     assert not await backend.remove("f", first)
     assert not await backend.touch("f", now_ms(), first)
     assert not await backend.renew("f", first, 1000)
@@ -163,7 +165,7 @@ async def test_stale_token_write_is_refused(backend_url: str) -> None:
     await backend.release("f", second)
     third = await backend.acquire("f", 1000)
     assert third is not None and third > second
-    await backend.close()
+    await leases.aclose()
 
 
 async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -> None:
@@ -227,7 +229,8 @@ async def test_operation_blocking_its_loop_still_ends_its_lease(backend_url: str
 async def test_a_renewal_deaf_to_cancellation_cannot_outlive_its_operation(backend_url: str) -> None:
     """The operation ends while a renewal is in flight whose driver loses the cancellation: transact
     still returns, and releases only after that renewal (else it would revive the lease)."""
-    store = SessionStore(DeafRenewals(open_backend(backend_url), delay=0.3), lease_seconds=0.6, wait_timeout=5)
+    store = open_session_store(backend_url, lease_seconds=0.6, wait_timeout=5)
+    await deaf_renewals(store, delay=0.3)
     holder = asyncio.create_task(store.transact("deaf", lambda: asyncio.sleep(0.35, "done")))  # renewal: 0.2-0.5 s
     await asyncio.wait([holder], timeout=10)
     assert holder.done(), "transact never returned"
@@ -241,7 +244,8 @@ async def test_a_renewal_deaf_to_cancellation_cannot_outlive_its_operation(backe
 async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(backend_url: str) -> None:
     """A cancellation of the caller that lands while transact waits for the last renewal is not
     swallowed (transact raises CancelledError), and the lease is still released, before aclose returns."""
-    store = SessionStore(DeafRenewals(open_backend(backend_url), delay=0.5), lease_seconds=1.5, wait_timeout=5)
+    store = open_session_store(backend_url, lease_seconds=1.5, wait_timeout=5)
+    await deaf_renewals(store, delay=0.5)
     holder = asyncio.create_task(store.transact("cx", lambda: asyncio.sleep(0.6)))  # renewal: 0.5-1.0 s
     await asyncio.sleep(0.75)
     holder.cancel()

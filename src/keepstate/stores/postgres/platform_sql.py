@@ -1,6 +1,6 @@
-"""PostgreSQL text of the platform repository: only what differs from ``sql.py``.
+"""PostgreSQL text of the platform facet: only what differs from ``sql/platform.py``.
 
-The statements are ``sql.py``'s, read through ``pg()``, which turns their ``?`` placeholders into
+The statements are ``sql/platform.py``'s, read through ``pg()``, which turns their ``?`` placeholders into
 psycopg's ``%s`` (and types the ``? IS NULL`` filters, which PostgreSQL cannot infer). What lives
 here is what READ COMMITTED needs on top: a ``NOT EXISTS`` guard in one statement does not see a
 row that a concurrent transaction is inserting, and a re-checked ``UPDATE`` does not re-run its
@@ -17,7 +17,7 @@ statement (a fresh snapshot under READ COMMITTED) then decides:
 - lease expiry is one statement (invocations lost, their runs interrupted) that skips rows another
   sweeper holds: every server sweeps, each lost invocation is handled once.
 
-Canonical JSON stays ``BYTEA`` (never ``jsonb``); flags stay integers so ``sql.py``'s ``= 1`` holds.
+Canonical JSON stays ``BYTEA`` (never ``jsonb``); flags stay integers so ``sql/platform.py``'s ``= 1`` holds.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from . import sql
+from ..sql import platform as sql
 
 STEPS = (
     """

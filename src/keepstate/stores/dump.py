@@ -1,6 +1,6 @@
 """The platform's rows as export/import moves them: every table, every column, bytes kept.
 
-The SQL repositories (SQLite, PostgreSQL) share one table layout (``sql.py``), so a dump is a
+The SQL backends (SQLite, PostgreSQL) share one table layout (``sql/platform.py``), so a dump is a
 list of ``(table, row)`` with rows as column → value dicts; bytes columns (canonical JSON of
 inputs, outputs, metadata) travel as ``{"$b64": ...}`` so any JSON line format carries them.
 Keys travel as their secret hashes only: an export never holds a usable secret.

@@ -1,4 +1,4 @@
-"""The platform repository in process memory, for ``memory://`` stores (tests, one-process apps).
+"""The platform facet in process memory, for ``memory://`` stores (tests, one-process apps).
 
 Every method runs to completion on the event loop thread without awaiting in between, so each
 guarded operation is atomic by construction. Nothing survives the process.
@@ -8,40 +8,54 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import count
+from typing import Any
 
-from ..errors import NotFound, SessionBusy
-from .models import ACTIVE, NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .repo import FINISHED, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import InvalidRequest, NotFound, SessionBusy
+from ..base import PlatformFacet
+from ..records import (
+    ACTIVE,
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
 
 
-class MemoryRepo(PlatformRepo):
+class MemoryPlatform(PlatformFacet):
     def __init__(self) -> None:
         self._seq = count(1)
-        self._keys: dict[str, tuple[KeyRecord, str]] = {}  # id -> (record, secret hash)
+        self._keys: dict[str, tuple[StoredKey, str]] = {}  # id -> (record, secret hash)
         self._by_hash: dict[str, str] = {}
-        self._sessions: dict[tuple[str, str], Session] = {}
-        self._runs: dict[str, Run] = {}
+        self._sessions: dict[tuple[str, str], StoredSession] = {}
+        self._runs: dict[str, StoredRun] = {}
         self._callers: dict[str, str] = {}  # run id -> caller, for idempotency
-        self._invocations: dict[str, Invocation] = {}
+        self._invocations: dict[str, StoredInvocation] = {}
         self._by_token: dict[str, str] = {}
 
     # keys
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         self._keys[key.id] = (key, secret_hash)
         self._by_hash[secret_hash] = key.id
 
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         known = self._by_hash.get(secret_hash)
         if known is not None:
             old = self._keys[known][0]
             key = replace(old, env=key.env, role="admin", revoked=False)
         await self.add_key(replace(key, role="admin"), secret_hash)
 
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
         key_id = self._by_hash.get(secret_hash)
         return None if key_id is None else self._keys[key_id][0]
 
-    async def list_keys(self, env: str) -> list[KeyRecord]:
+    async def list_keys(self, env: str) -> list[StoredKey]:
         keys = [key for key, _ in self._keys.values() if key.env == env and not key.revoked]
         return sorted(keys, key=lambda k: (k.created_at, k.id))
 
@@ -55,14 +69,14 @@ class MemoryRepo(PlatformRepo):
     async def has_keys(self) -> bool:
         return any(not key.revoked for key, _ in self._keys.values())
 
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         if await self.has_keys():
             return False
         await self.add_key(key, secret_hash)
         return True
 
     # sessions
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         existing = self._sessions.get((session.env, session.id))
         if existing is not None:
             return existing, False
@@ -70,31 +84,36 @@ class MemoryRepo(PlatformRepo):
         self._sessions[(session.env, session.id)] = created
         return created, True
 
-    async def get_session(self, env: str, session_id: str) -> Session | None:
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         return self._sessions.get((env, session_id))
 
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]:
+    ) -> list[StoredSession]:
         found = [
-            s for s in self._sessions.values()
+            s
+            for s in self._sessions.values()
             if s.env == env and s.seq > after and owner in (None, s.owner) and user in (None, s.user)
         ]
         return sorted(found, key=lambda s: s.seq)[:limit]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
+    def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
         if (env, session_id) not in self._sessions:
             return None
         if self._session_busy(env, session_id):
             raise SessionBusy(f"session {session_id!r} has a queued or running run")
         del self._sessions[(env, session_id)]
+        for run in list(self._runs.values()):
+            if (run.env, run.session_id, run.status) == (env, session_id, "held"):
+                self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
         return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
 
     def _session_busy(self, env: str, session_id: str) -> bool:
         return any(r.env == env and r.session_id == session_id and r.status in ACTIVE for r in self._runs.values())
 
     # runs
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         if run.idempotency_key is not None:
             for other in self._runs.values():
                 if (other.env, other.idempotency_key) == (run.env, run.idempotency_key) and (
@@ -112,23 +131,29 @@ class MemoryRepo(PlatformRepo):
         self._queue(invocation)
         return stored, True
 
-    def _queue(self, invocation: Invocation) -> None:
+    def _queue(self, invocation: StoredInvocation) -> None:
         self._invocations[invocation.id] = replace(invocation, seq=next(self._seq))
 
-    async def get_run(self, env: str, run_id: str) -> Run | None:
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
         run = self._runs.get(run_id)
         return run if run is not None and run.env == env else None
 
-    async def list_runs(self, query: RunFilter) -> list[Run]:
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
         found = [
-            r for r in self._runs.values()
-            if r.env == q.env and r.seq > q.after and q.owner in (None, r.owner)
-            and q.session_id in (None, r.session_id) and q.status in (None, r.status)
+            r
+            for r in self._runs.values()
+            if r.env == q.env
+            and r.seq > q.after
+            and q.owner in (None, r.owner)
+            and q.session_id in (None, r.session_id)
+            and q.status in (None, r.status)
         ]
         return sorted(found, key=lambda r: r.seq)[: q.limit]
 
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
         run = await self.get_run(env, run_id)
         if run is None or run.status != "held":
             return None
@@ -136,7 +161,7 @@ class MemoryRepo(PlatformRepo):
         self._queue(invocation)
         return run
 
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         run = await self.get_run(env, run_id)
         if run is None:
             return None
@@ -151,10 +176,8 @@ class MemoryRepo(PlatformRepo):
         return run
 
     # invocations
-    def _oldest_queued(self, env: str, agents: list[str]) -> Invocation | None:
-        queued = [
-            i for i in self._invocations.values() if i.env == env and i.status == "queued" and i.agent in agents
-        ]
+    def _oldest_queued(self, env: str, agents: list[str]) -> StoredInvocation | None:
+        queued = [i for i in self._invocations.values() if i.env == env and i.status == "queued" and i.agent in agents]
         return min(queued, key=lambda i: i.seq, default=None)
 
     async def has_queued(self, env: str, agents: list[str]) -> bool:
@@ -171,7 +194,7 @@ class MemoryRepo(PlatformRepo):
         self._runs[run.id] = run
         return Claimed(inv, run)
 
-    def _live(self, invocation_id: str, token_hash: str, now: int) -> Invocation | None:
+    def _live(self, invocation_id: str, token_hash: str, now: int) -> StoredInvocation | None:
         inv = self._invocations.get(invocation_id)
         if inv is None or inv.token_hash != token_hash or inv.status != "running" or inv.lease_until < now:
             return None
@@ -195,7 +218,7 @@ class MemoryRepo(PlatformRepo):
         self._invocations[inv.id] = replace(inv, lease_until=lease_until)
         return self._runs[inv.run_id].cancel_requested
 
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
         inv = self._live(invocation_id, token_hash, now)
         if inv is None:
             return None
@@ -221,8 +244,8 @@ class MemoryRepo(PlatformRepo):
                 self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
         return len(lost)
 
-    async def ping(self) -> None:
-        return None
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
 
-    async def aclose(self) -> None:
-        return None
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")

@@ -1,8 +1,8 @@
-"""The harness store's PostgreSQL engine: a sync connection pool, one connection per transaction.
+"""The harness facet's engine on PostgreSQL: a sync connection pool, one connection per transaction.
 
-Built on ``keepstate.stores.postgres_db`` (pool, error translation, migrations under an advisory
-lock). Outside a transaction each statement borrows a pooled autocommit connection; inside one,
-the thread keeps its connection until the outermost transaction ends, and inner transactions are
+Built on ``db.py`` (pool, error translation, migrations under an advisory lock). Outside a
+transaction each statement borrows a pooled autocommit connection; inside one, the thread keeps its
+connection until the outermost transaction ends, and inner transactions are
 psycopg savepoints. READ COMMITTED is enough: every guard is inside the writing statement
 (``UPDATE … WHERE status = …``, ``INSERT … ON CONFLICT``), and writers of one log queue on its
 head row's lock. ``atomic`` pipelines a log append's two statements (lock the head, then write),
@@ -18,10 +18,10 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
+import psycopg_pool
 
-from ..stores.postgres_db import connection, migrate, open_pool, translate_errors
-from .engines import Row, Statement, Tx
-from .schema import Dialect
+from ..sql.engine import Dialect, Row, Statement, Tx
+from .db import connection, migrate, translate_errors
 
 
 class PostgresTx:
@@ -29,22 +29,22 @@ class PostgresTx:
         self._conn = conn
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        cursor = self._conn.execute(sql, params)  # type: ignore[arg-type]
+        cursor = self._conn.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._conn.execute(sql, params).rowcount  # type: ignore[arg-type]
+        return self._conn.execute(sql, params).rowcount
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._conn.cursor().executemany(sql, rows)  # type: ignore[arg-type]
+            self._conn.cursor().executemany(sql, rows)
 
 
 class PostgresEngine:
     dialect: Dialect = "postgres"
 
-    def __init__(self, url: str) -> None:
-        self._pool = open_pool(url)
+    def __init__(self, pool: psycopg_pool.ConnectionPool) -> None:
+        self._pool = pool
         self._local = threading.local()
 
     def _current(self) -> psycopg.Connection[Any] | None:
@@ -89,14 +89,11 @@ class PostgresEngine:
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         migrate(self._pool, component, steps)
 
-    def close(self) -> None:
-        self._pool.close()
-
 
 def _pipelined(conn: psycopg.Connection[Any], statements: Sequence[Statement]) -> list[Row]:
     """Send every statement, then wait once. On an autocommit connection the extended protocol runs
     them in one implicit transaction up to the pipeline's sync, so they commit or fail together."""
     with conn.pipeline():
-        cursors = [conn.execute(sql, params) for sql, params in statements]  # type: ignore[arg-type]
+        cursors = [conn.execute(sql, params) for sql, params in statements]
     last = cursors[-1]
     return last.fetchall() if last.description else []

@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ..errors import Unavailable
-from .adapters import cancel_requests, raise_lost_cancel
-from .migrations import pending_steps
+from ...errors import Unavailable
+from ..ending import cancel_requests, raise_lost_cancel
+from ..migrations import pending_steps
 
 try:
     import psycopg
@@ -197,7 +197,7 @@ async def amigrate(pool: psycopg_pool.AsyncConnectionPool, component: str, steps
         await conn.execute(create)
         row = await (await conn.execute(select, (component,))).fetchone()
         for version, script in pending_steps(steps, row[0] if row else 0):
-            await conn.execute(script)  # type: ignore[arg-type]
+            await conn.execute(script)
             await conn.execute(record, (component, version))
 
 
@@ -209,5 +209,5 @@ def migrate(pool: psycopg_pool.ConnectionPool, component: str, steps: Sequence[s
         conn.execute(create)
         row = conn.execute(select, (component,)).fetchone()
         for version, script in pending_steps(steps, row[0] if row else 0):
-            conn.execute(script)  # type: ignore[arg-type]
+            conn.execute(script)
             conn.execute(record, (component, version))

@@ -1,4 +1,4 @@
-"""The state store on Redis: every guarded write one Lua script, so each key changes atomically.
+"""The state facet on Redis: every guarded write one Lua script, so each key changes atomically.
 
 Layout, every name starting with the URL's prefix ``P`` and carrying the hash tag ``{ns}`` so one
 namespace lives in one cluster slot (the scripts may then name its keys freely):
@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotAList, TooLarge, VersionConflict
-from ..values import MAX_VALUE_BYTES
-from .adapters import Portal
-from .base import Backend, Entry, StateRecord, SyncBackend, prefix_end
-from .listing import split_list
-from .redis_db import open_client, translate_errors
+from ...errors import NotAList, TooLarge, VersionConflict
+from ...values import MAX_VALUE_BYTES
+from ..base import StateFacet
+from ..lists import split_list
+from ..records import Entry, StateRecord, prefix_end
+from .db import translate_errors
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -199,8 +199,8 @@ def _arg(if_version: int | None) -> str | int:
     return "" if if_version is None else if_version
 
 
-class RedisBackend(Backend):
-    """The state contract on one Redis (its keys under the URL's prefix)."""
+class RedisState(StateFacet):
+    """The state facet on one Redis (its keys under the URL's prefix)."""
 
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
@@ -227,7 +227,7 @@ class RedisBackend(Backend):
 
     async def _header(self, name: str) -> list[Any]:
         """version, kind and value of one key's hash (each None when absent)."""
-        found: list[Any] = await self.client.hmget(name, ["v", "k", "d"])  # type: ignore[misc]
+        found: list[Any] = await self.client.hmget(name, ["v", "k", "d"])
         return found
 
     async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
@@ -308,26 +308,3 @@ class RedisBackend(Backend):
         async with translate_errors():
             names = self.names.of(record.ns, record.key)
             await self._restore(keys=names, args=[record.key, record.version, kind, data])
-
-    async def ping(self) -> None:
-        async with translate_errors():
-            await self.client.ping()
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-
-async def open_async(url: str) -> Backend:
-    """The store at ``url``; Unavailable when Redis cannot be reached (nothing to migrate)."""
-    client, prefix = open_client(url)
-    backend = RedisBackend(client, prefix)
-    try:
-        await backend.ping()
-    except BaseException:
-        await client.aclose()
-        raise
-    return backend
-
-
-def open_sync(url: str) -> SyncBackend:
-    return Portal.open(open_async, url)

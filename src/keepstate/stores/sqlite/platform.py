@@ -1,7 +1,7 @@
-"""The platform repository on SQLite: reads on the caller's thread, writes group-committed.
+"""The platform facet on SQLite: reads on the caller's thread, writes group-committed.
 
-Every write is a function run by ``SqliteDatabase.awrite`` in its single writer thread, inside
-one ``BEGIN IMMEDIATE`` transaction (under its own savepoint): the guards in ``sql.py`` and the
+Every write is a function run by ``SqliteFile.awrite`` in its single writer thread, inside one
+``BEGIN IMMEDIATE`` transaction (under its own savepoint): the guards in ``sql/platform.py`` and the
 few statements of one operation are atomic together, also against other processes on the file.
 """
 
@@ -11,27 +11,33 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import NotFound, SessionBusy
-from ..stores.base import Backend
-from ..stores.sqlite import AsyncSqliteBackend, read_with
-from ..stores.sqlite_db import SqliteDatabase
-from . import dump, sql
-from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
+from ..sql import platform as sql
+from .db import SqliteFile
 
 T = TypeVar("T")
 COMPONENT = "platform"
 
 
-class SqliteRepo(PlatformRepo):
-    def __init__(self, db: SqliteDatabase, owns_db: bool = True) -> None:
+class SqlitePlatform(PlatformFacet):
+    def __init__(self, db: SqliteFile) -> None:
         self.db = db
-        self._owns_db = owns_db
         db.migrate(COMPONENT, sql.SQLITE_SCHEMA)
-
-    @classmethod
-    def from_url(cls, url: str) -> SqliteRepo:
-        return cls(SqliteDatabase.from_url(url))
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self.db.aread(fn)
@@ -42,25 +48,25 @@ class SqliteRepo(PlatformRepo):
         return row
 
     # keys
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
             conn.execute(sql.INSERT_KEY, (key.id, key.env, key.role, key.name, key.created_at, secret_hash))
 
         await self.db.awrite(write)
 
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
             conn.execute(sql.UPSERT_ADMIN_KEY, (key.id, key.env, "admin", key.name, key.created_at, secret_hash))
 
         await self.db.awrite(write)
 
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
         row = await self._one(sql.KEY_BY_HASH, (secret_hash,))
         return None if row is None else sql.key_from_row(row)
 
-    async def list_keys(self, env: str) -> list[KeyRecord]:
+    async def list_keys(self, env: str) -> list[StoredKey]:
         rows = await self._read(lambda c: c.execute(sql.LIST_KEYS, (env,)).fetchall())
         return [sql.key_from_row(row) for row in rows]
 
@@ -70,8 +76,9 @@ class SqliteRepo(PlatformRepo):
     async def has_keys(self) -> bool:
         return await self._read(lambda c: c.execute(sql.ANY_KEY).fetchone() is not None)
 
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         """One ``BEGIN IMMEDIATE`` transaction: writers are serialised, so the check holds."""
+
         def write(conn: sqlite3.Connection) -> bool:
             params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
             if conn.execute(sql.INSERT_FIRST_KEY, params).rowcount == 0:
@@ -82,40 +89,30 @@ class SqliteRepo(PlatformRepo):
         return await self.db.awrite(write)
 
     # sessions
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         s = session
 
-        def write(conn: sqlite3.Connection) -> tuple[Session, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[StoredSession, bool]:
             cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
             row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
             return sql.session_from_row(row), cur.rowcount > 0
 
         return await self.db.awrite(write)
 
-    async def get_session(self, env: str, session_id: str) -> Session | None:
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._read(lambda c: c.execute(sql.GET_SESSION, (env, session_id)).fetchone())
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]:
+    ) -> list[StoredSession]:
         params = (env, after, owner, owner, user, user, limit)
         rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
-        def write(conn: sqlite3.Connection) -> list[str] | None:
-            if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
-                if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
-                    return None
-                raise SessionBusy(f"session {session_id!r} has a queued or running run")
-            return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
-
-        return await self.db.awrite(write)
-
     # runs
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
-        def write(conn: sqlite3.Connection) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[StoredRun, bool]:
             if run.idempotency_key is not None:
                 row = conn.execute(sql.RUN_BY_IDEMPOTENCY, (run.env, caller, run.idempotency_key)).fetchone()
                 if row is not None:
@@ -126,18 +123,20 @@ class SqliteRepo(PlatformRepo):
 
         return await self.db.awrite(write)
 
-    async def get_run(self, env: str, run_id: str) -> Run | None:
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
         row = await self._read(lambda c: c.execute(sql.GET_RUN, (env, run_id)).fetchone())
         return None if row is None else sql.run_from_row(row)
 
-    async def list_runs(self, query: RunFilter) -> list[Run]:
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
         params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
         rows = await self._read(lambda c: c.execute(sql.LIST_RUNS, params).fetchall())
         return [sql.run_from_row(row) for row in rows]
 
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             row = conn.execute(sql.DECIDE, (decision, now, env, run_id)).fetchone()
             if row is None:
                 return None
@@ -146,8 +145,8 @@ class SqliteRepo(PlatformRepo):
 
         return await self.db.awrite(write)
 
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             row = conn.execute(sql.CANCEL_WAITING, (now, env, run_id)).fetchone()
             if row is not None:
                 conn.execute(sql.CANCEL_QUEUED_INVOCATIONS, (run_id,))
@@ -184,12 +183,6 @@ class SqliteRepo(PlatformRepo):
         row = self.db.fetchone(sql.TOKEN_LEASE, (token_hash,))
         return None if row is None else int(row[0])
 
-    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
-        if not (isinstance(state, AsyncSqliteBackend) and state.db is self.db):
-            return await super().token_lease_and_get(token_hash, state, ns, key)
-        lease_until, entry = read_with(self.db, sql.TOKEN_LEASE, (token_hash,), ns, key)
-        return (None if lease_until is None else int(lease_until)), entry
-
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         def write(conn: sqlite3.Connection) -> bool | None:
             row = conn.execute(sql.HEARTBEAT, (lease_until, invocation_id, token_hash, now)).fetchone()
@@ -199,8 +192,8 @@ class SqliteRepo(PlatformRepo):
 
         return await self.db.awrite(write)
 
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
-        def write(conn: sqlite3.Connection) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
             ended = FINISHED[outcome.kind]
             row = conn.execute(sql.END_INVOCATION, (ended, invocation_id, token_hash, now)).fetchone()
             if row is None:
@@ -222,13 +215,6 @@ class SqliteRepo(PlatformRepo):
             return len(lost)
 
         return await self.db.awrite(write)
-
-    async def ping(self) -> None:
-        await self._read(lambda c: c.execute("SELECT 1").fetchone())
-
-    async def aclose(self) -> None:
-        if self._owns_db:
-            self.db.close()
 
     async def dump(self, table: str) -> list[dict[str, Any]]:
         dump.check_table(table, [])
@@ -254,7 +240,7 @@ class SqliteRepo(PlatformRepo):
         return await self.db.awrite(write)
 
 
-def _insert_run(conn: sqlite3.Connection, run: Run, caller: str) -> None:
+def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
     params = sql.run_params(run, caller)
     if run.session_id is None:
         conn.execute(sql.INSERT_RUN, params)
@@ -264,3 +250,14 @@ def _insert_run(conn: sqlite3.Connection, run: Run, caller: str) -> None:
         if conn.execute(sql.GET_SESSION, (run.env, run.session_id)).fetchone() is None:
             raise NotFound(f"no session {run.session_id!r}")
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+
+
+def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs; its runs' agents, None when absent
+    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction)."""
+    if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
+        if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
+            return None
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
+    return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import Unavailable
-from .adapters import cancel_requests, raise_lost_cancel
+from ...errors import Unavailable
+from ..ending import cancel_requests, raise_lost_cancel
 
 try:
     import redis.asyncio as aioredis

@@ -1,10 +1,10 @@
-"""``sqlite:///`` session backend: a lease row with a fencing counter, for processes on one machine.
+"""The lease facet on SQLite: a lease row with a fencing counter, for processes on one machine.
 
 Leases live in ``session_store_leases (id, fence, expires_at)``: a grant is one upsert that bumps
 ``fence`` only when the row is free or expired (``RETURNING fence``), so the counter only grows and
 survives release. Every fenced write runs inside one ``BEGIN IMMEDIATE`` transaction (the
 database's single write lock) as "the lease row still has my fence" followed by the write: no other
-writer can come between the check and the write. Writes go through ``SqliteDatabase.awrite`` (one
+writer can come between the check and the write. Writes go through ``SqliteFile.awrite`` (one
 writer thread per process, group commit, ``synchronous=FULL``); reads run on a WAL snapshot.
 Lease times are this machine's wall clock in ms, which every process sharing the file agrees on.
 """
@@ -12,10 +12,11 @@ Lease times are this machine's wall clock in ms, which every process sharing the
 from __future__ import annotations
 
 import sqlite3
-import time
 
-from ..stores.sqlite_db import SqliteDatabase, translate_errors
-from .base import LeaseBackend, Stored
+from ...clock import now_ms
+from ..base import LeaseFacet
+from ..records import Blob
+from .db import SqliteFile
 
 COMPONENT = "session_store"
 LEASES = "session_store_leases"
@@ -56,39 +57,35 @@ def _sql(table: str) -> dict[str, str]:
     }
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class SqliteBackend(LeaseBackend):
-    def __init__(self, url: str, space: str = "sessions") -> None:
-        self._db = SqliteDatabase.from_url(url)
+class SqliteLeases(LeaseFacet):
+    def __init__(self, db: SqliteFile, space: str = "sessions") -> None:
+        self._db = db
         self._db.migrate(COMPONENT, STEPS)
         self._sql = _sql(TABLES[space])
 
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
-        now = _now_ms()
+        now = now_ms()
         if await self._db.aread(lambda c: c.execute(SQL_LEASE_HELD, (id, now)).fetchone()) is not None:
             return None  # held: answer from a snapshot without taking the write lock
 
         def grant(conn: sqlite3.Connection) -> int | None:
-            stamp = _now_ms()
+            stamp = now_ms()
             rows = conn.execute(SQL_ACQUIRE, (id, stamp + ttl_ms, stamp)).fetchall()
             return int(rows[0][0]) if rows else None
 
         return await self._db.awrite(grant)
 
     async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
-        return await self._db.awrite(lambda c: c.execute(SQL_RENEW, (_now_ms() + ttl_ms, id, token)).rowcount == 1)
+        return await self._db.awrite(lambda c: c.execute(SQL_RENEW, (now_ms() + ttl_ms, id, token)).rowcount == 1)
 
     async def release(self, id: str, token: int) -> None:
         await self._db.awrite(lambda c: c.execute(SQL_RELEASE, (id, token)))
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         row = await self._db.aread(lambda c: c.execute(self._sql["read"], (id,)).fetchone())
-        return None if row is None else Stored(bytes(row[0]), row[1], bool(row[2]))
+        return None if row is None else Blob(bytes(row[0]), row[1], bool(row[2]))
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         args = (id, stored.data, stored.expires_at, int(stored.pinned))
         return await self._fenced(id, token, self._sql["write"], args)
 
@@ -97,10 +94,6 @@ class SqliteBackend(LeaseBackend):
 
     async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
         return await self._fenced(id, token, self._sql["touch"], (expires_at, id))
-
-    async def close(self) -> None:
-        with translate_errors():
-            self._db.close()
 
     async def _fenced(self, id: str, token: int | None, sql: str, args: tuple[object, ...]) -> bool:
         """Check the fence and write, both inside one BEGIN IMMEDIATE transaction."""

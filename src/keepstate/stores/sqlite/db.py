@@ -1,4 +1,4 @@
-"""One SQLite file shared by every part of keepstate: connections, transactions, migrations.
+"""One SQLite file shared by every part of keepstate in a process: connections, transactions, migrations.
 
 Settings: WAL (readers never block the writer), ``synchronous=FULL`` (a commit is on disk when
 it returns), a busy timeout (several processes may share the file), and ``BEGIN IMMEDIATE`` for
@@ -13,6 +13,7 @@ durability gets near NORMAL throughput, and it keeps the event loop free during 
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import sqlite3
 import threading
@@ -21,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from ..errors import Unavailable
-from .migrations import pending_steps, split_sql
+from ...errors import Unavailable
+from ..migrations import pending_steps, split_sql
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
@@ -114,8 +115,12 @@ def migrate(conn: sqlite3.Connection, component: str, steps: Sequence[str]) -> N
             )
 
 
-class SqliteDatabase:
-    """A SQLite file opened by one process: per-thread connections and a group-commit writer."""
+class SqliteFile:
+    """A SQLite file as one process uses it: per-thread connections and one group-commit writer.
+
+    Shared by every ``SqliteDatabase`` of the same file in the process (``acquire``), so the state,
+    platform, leases and harness of one file queue their async writes on one writer thread: two
+    writers in one process would only contend on the file's lock, unfairly."""
 
     def __init__(self, path: str, synchronous: str = "FULL") -> None:
         self.path = path
@@ -124,11 +129,9 @@ class SqliteDatabase:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._writer: _GroupWriter | None = None
+        self.users = 0
+        self.migrated: set[tuple[str, int]] = set()
         self.connection()  # fail fast on a bad path
-
-    @classmethod
-    def from_url(cls, url: str) -> SqliteDatabase:
-        return cls(sqlite_path(url))
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
@@ -141,7 +144,10 @@ class SqliteDatabase:
         return conn
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
-        migrate(self.connection(), component, steps)
+        """Apply ``component``'s pending steps, once per process (other processes may too: it is safe)."""
+        if (component, len(steps)) not in self.migrated:
+            migrate(self.connection(), component, steps)
+            self.migrated.add((component, len(steps)))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -281,3 +287,28 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+_FILES: dict[str, SqliteFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def acquire(path: str) -> SqliteFile:
+    """The process's ``SqliteFile`` of ``path`` (opened on first use), with one more user."""
+    where = os.path.abspath(path)
+    with _FILES_LOCK:
+        found = _FILES.get(where)
+        if found is None:
+            found = _FILES[where] = SqliteFile(path)
+        found.users += 1
+        return found
+
+
+def release(file: SqliteFile) -> None:
+    """One user fewer; the last one closes the file's connections and its writer."""
+    with _FILES_LOCK:
+        file.users -= 1
+        if file.users > 0:
+            return
+        _FILES.pop(os.path.abspath(file.path), None)
+    file.close()

@@ -20,9 +20,8 @@ Tables (``p`` is the prefix):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Dialect = Literal["sqlite", "postgres"]
+from .engine import Dialect
 
 _TYPES: dict[Dialect, dict[str, str]] = {
     "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "blob": "BLOB"},

@@ -1,4 +1,4 @@
-"""SQL text of the platform repository, apart from the calls that run it (``sqlite_repo.py``).
+"""SQL text of the platform facet, apart from the calls that run it (``sqlite/platform.py``, ``postgres/platform.py``).
 
 Statements use ``?`` placeholders and standard SQL (``INSERT ... SELECT ... WHERE NOT EXISTS``,
 ``UPDATE ... RETURNING``), so a PostgreSQL repository can reuse them with ``%s``; only the DDL
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .models import Invocation, KeyRecord, Run, Session
+from ..records import StoredInvocation, StoredKey, StoredRun, StoredSession
 
 SQLITE_SCHEMA = [
     """
@@ -76,6 +76,11 @@ DELETE_IDLE_SESSION = (
     "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
 )
 SESSION_AGENTS = "SELECT DISTINCT agent FROM ks_runs WHERE env = ? AND session_id = ? ORDER BY agent"
+CANCEL_HELD_OF_SESSION = (
+    "UPDATE ks_runs SET status = 'cancelled', updated_at = ? WHERE env = ? AND session_id = ? AND status = 'held'"
+)
+"""A deleted session takes its held runs with it: no resume may run in a session that is gone."""
+SESSION_OF_RUN = "SELECT session_id FROM ks_runs WHERE env = ? AND id = ?"
 
 RUN_BY_IDEMPOTENCY = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND caller = ? AND idempotency_key = ?"
 _INSERT_RUN_HEAD = (
@@ -154,16 +159,16 @@ EXPIRE_INVOCATIONS = (
 INTERRUPT_RUN = "UPDATE ks_runs SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'running'"
 
 
-def key_from_row(row: Sequence[Any]) -> KeyRecord:
-    return KeyRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+def key_from_row(row: Sequence[Any]) -> StoredKey:
+    return StoredKey(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
 
 
-def session_from_row(row: Sequence[Any]) -> Session:
-    return Session(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
+def session_from_row(row: Sequence[Any]) -> StoredSession:
+    return StoredSession(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
 
 
-def run_from_row(row: Sequence[Any]) -> Run:
-    return Run(
+def run_from_row(row: Sequence[Any]) -> StoredRun:
+    return StoredRun(
         env=row[0], id=row[1], agent=row[2], owner=row[3], session_id=row[4], user=row[5], parent_id=row[6],
         status=row[7], input=bytes(row[8]), created_at=row[9], updated_at=row[10], output=bytes(row[11]),
         error=bytes(row[12]), hold=bytes(row[13]), decision=bytes(row[14]), cancel_requested=bool(row[15]),
@@ -171,11 +176,11 @@ def run_from_row(row: Sequence[Any]) -> Run:
     )
 
 
-def invocation_from_row(row: Sequence[Any]) -> Invocation:
-    return Invocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+def invocation_from_row(row: Sequence[Any]) -> StoredInvocation:
+    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
 
 
-def run_params(run: Run, caller: str) -> tuple[Any, ...]:
+def run_params(run: StoredRun, caller: str) -> tuple[Any, ...]:
     """The values of ``INSERT_RUN`` / the first 17 of ``INSERT_SESSION_RUN``."""
     return (
         run.id, run.env, run.agent, run.owner, caller, run.session_id, run.user, run.parent_id, run.status,
@@ -184,5 +189,5 @@ def run_params(run: Run, caller: str) -> tuple[Any, ...]:
     )
 
 
-def invocation_params(inv: Invocation) -> tuple[Any, ...]:
+def invocation_params(inv: StoredInvocation) -> tuple[Any, ...]:
     return (inv.id, inv.env, inv.run_id, inv.agent, inv.kind, inv.status, inv.created_at)

@@ -1,4 +1,4 @@
-"""``redis://`` session backend: SET NX PX leases with a fencing counter, every step one Lua script.
+"""The lease facet on Redis: SET NX PX leases with a fencing counter, every step one Lua script.
 
 Per session (keys share the hash tag ``{id}``, so a cluster keeps them in one slot):
 ``...:lease`` holds the current token with a PX expiry (Redis's own clock), ``...:fence`` a counter
@@ -13,10 +13,14 @@ failover can lose a recent lease or fence increment (see docs/session-store.md).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..stores.redis_db import open_client, translate_errors
-from .base import LeaseBackend, Stored
+from ..base import LeaseFacet
+from ..records import Blob
+from .db import translate_errors
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 LUA_ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
@@ -57,12 +61,12 @@ return 1
 _SPACES = {"sessions": "sess", "tokens": "sesstok"}
 
 
-class RedisBackend(LeaseBackend):
+class RedisLeases(LeaseFacet):
     poll_first = 0.005
     poll_max = 0.2
 
-    def __init__(self, url: str, space: str = "sessions") -> None:
-        self._client, prefix = open_client(url)
+    def __init__(self, client: aioredis.Redis, prefix: str, space: str = "sessions") -> None:
+        self._client = client
         self._base = prefix + _SPACES[space] + ":"
         self._lease_base = prefix + "sess:"
         self._scripts = {
@@ -89,15 +93,15 @@ class RedisBackend(LeaseBackend):
     async def release(self, id: str, token: int) -> None:
         await self._run("release", self._lease_keys(id), [token])
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         async with translate_errors():
             data, expires, pinned = await self._client.hmget(self._data_keys(id)[0], ["d", "e", "p"])
         if data is None:
             return None
         raw = data if isinstance(data, bytes) else data.encode("utf-8")
-        return Stored(raw, int(expires) if expires else None, pinned == b"1")
+        return Blob(raw, int(expires) if expires else None, pinned == b"1")
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         expires = "" if stored.expires_at is None else stored.expires_at
         args = [_token(token), stored.data, expires, "1" if stored.pinned else "0"]
         return await self._ok("write", self._data_keys(id), args)
@@ -107,10 +111,6 @@ class RedisBackend(LeaseBackend):
 
     async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
         return await self._ok("touch", self._data_keys(id), [_token(token), expires_at])
-
-    async def close(self) -> None:
-        async with translate_errors():
-            await self._client.aclose()
 
     async def _ok(self, name: str, keys: list[str], args: list[Any]) -> bool:
         return bool(await self._run(name, keys, args) == 1)

@@ -1,10 +1,10 @@
-"""The platform repository on PostgreSQL: many server processes sharing one database.
+"""The platform facet on PostgreSQL: many server processes sharing one database.
 
-psycopg 3 async over a pool (usually the state backend's own, so a server keeps one pool). Every
+psycopg 3 async over the database's pool (the one every facet of a process shares). Every
 operation is one statement, or one short transaction of a few statements that holds no lock
-across anything but its own statements; the SQL is ``sql.py``'s, through ``pg_sql.pg()``, and
-``pg_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on top (row locks that make the
-"other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
+across anything but its own statements; the SQL is ``sql/platform.py``'s, through
+``platform_sql.pg()``, and ``platform_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on
+top (row locks that make the "other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
 ``aconnection``; a unique violation on the idempotency index means "the first run won".
 """
 
@@ -14,14 +14,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..errors import NotFound, SessionBusy
-from ..stores.base import Backend
-from ..stores.postgres import PostgresBackend
-from ..stores.postgres_db import aconnection, amigrate, open_async_pool
-from . import dump, pg_sql, sql
-from .models import NULL, Claimed, Invocation, KeyRecord, Run, RunContext, Session
-from .pg_sql import pg
-from .repo import FINISHED, LeaseAndEntry, Outcome, PlatformRepo, RunFilter, finished_status
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
+from ..sql import platform as sql
+from . import platform_sql as pg_sql
+from .db import aconnection
+from .platform_sql import pg
 
 FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
 
@@ -36,27 +48,11 @@ Conn = psycopg.AsyncConnection[Any]
 Row = tuple[Any, ...]
 
 
-class PostgresRepo(PlatformRepo):
-    """``PlatformRepo`` on one PostgreSQL database (the URL's schema, via ``search_path``)."""
+class PostgresPlatform(PlatformFacet):
+    """The platform facet on one PostgreSQL database (the URL's schema, via ``search_path``)."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> None:
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
         self.pool = pool
-        self._owns_pool = owns_pool
-
-    @classmethod
-    async def open(cls, pool: psycopg_pool.AsyncConnectionPool, owns_pool: bool = False) -> PostgresRepo:
-        """The repository over ``pool``, its schema migrated (safe when several servers start at once)."""
-        await amigrate(pool, COMPONENT, pg_sql.STEPS)
-        return cls(pool, owns_pool)
-
-    @classmethod
-    async def from_url(cls, url: str) -> PostgresRepo:
-        pool = await open_async_pool(url)
-        try:
-            return await cls.open(pool, owns_pool=True)
-        except BaseException:
-            await pool.close()
-            raise
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
@@ -79,22 +75,22 @@ class PostgresRepo(PlatformRepo):
             return await (await conn.execute(query, params)).fetchall()
 
     # keys
-    async def add_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
         await self._write_key(pg(sql.INSERT_KEY), key, secret_hash)
 
-    async def ensure_admin_key(self, key: KeyRecord, secret_hash: str) -> None:
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
         await self._write_key(pg(sql.UPSERT_ADMIN_KEY), key, secret_hash, "admin")
 
-    async def _write_key(self, query: str, key: KeyRecord, secret_hash: str, role: str | None = None) -> None:
+    async def _write_key(self, query: str, key: StoredKey, secret_hash: str, role: str | None = None) -> None:
         async with self._conn() as conn, conn.transaction():
             await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
             await conn.execute(query, (key.id, key.env, role or key.role, key.name, key.created_at, secret_hash))
 
-    async def key_by_hash(self, secret_hash: str) -> KeyRecord | None:
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
         row = await self._one(pg(sql.KEY_BY_HASH), (secret_hash,))
         return None if row is None else sql.key_from_row(row)
 
-    async def list_keys(self, env: str) -> list[KeyRecord]:
+    async def list_keys(self, env: str) -> list[StoredKey]:
         return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
 
     async def revoke_key(self, env: str, key_id: str) -> bool:
@@ -104,7 +100,7 @@ class PostgresRepo(PlatformRepo):
     async def has_keys(self) -> bool:
         return await self._one(pg(sql.ANY_KEY)) is not None
 
-    async def add_first_key(self, key: KeyRecord, secret_hash: str) -> bool:
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
         """Under READ COMMITTED two inserts would both see no key: take a transaction-scoped
         advisory lock first, so the insert's own snapshot (taken after the wait) sees the winner's."""
         async with self._conn() as conn, conn.transaction():
@@ -116,7 +112,7 @@ class PostgresRepo(PlatformRepo):
             return True
 
     # sessions
-    async def create_session(self, session: Session) -> tuple[Session, bool]:
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
         s = session
         async with self._conn() as conn:
@@ -129,28 +125,18 @@ class PostgresRepo(PlatformRepo):
             return await self.create_session(session)
         return sql.session_from_row(row), False
 
-    async def get_session(self, env: str, session_id: str) -> Session | None:
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._one(pg(sql.GET_SESSION), (env, session_id))
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[Session]:
+    ) -> list[StoredSession]:
         rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
         return [sql.session_from_row(row) for row in rows]
 
-    async def delete_session(self, env: str, session_id: str) -> list[str] | None:
-        async with self._conn() as conn, conn.transaction():
-            if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
-                return None
-            cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
-            if cur.rowcount == 0:
-                raise SessionBusy(f"session {session_id!r} has a queued or running run")
-            rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
-        return [row[0] for row in rows]
-
     # runs
-    async def start_run(self, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         try:
             async with self._conn() as conn, conn.transaction():
                 return await _start_run(conn, run, caller, invocation)
@@ -161,24 +147,31 @@ class PostgresRepo(PlatformRepo):
         assert first is not None  # the violation means it is committed
         return sql.run_from_row(first), False
 
-    async def get_run(self, env: str, run_id: str) -> Run | None:
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
         row = await self._one(pg(sql.GET_RUN), (env, run_id))
         return None if row is None else sql.run_from_row(row)
 
-    async def list_runs(self, query: RunFilter) -> list[Run]:
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
         params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
         return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
 
-    async def decide(self, env: str, run_id: str, decision: bytes, invocation: Invocation, now: int) -> Run | None:
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        """The run's session row is locked first, as ``delete_session`` does: the two serialise, so a
+        decision never queues a resume in a session deleted meanwhile."""
         async with self._conn() as conn, conn.transaction():
+            session = await (await conn.execute(pg(sql.SESSION_OF_RUN), (env, run_id))).fetchone()
+            if session is not None and session[0] is not None:
+                await conn.execute(pg_sql.LOCK_SESSION, (env, session[0]))
             row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
             if row is None:
                 return None
             await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
         return sql.run_from_row(row)
 
-    async def cancel(self, env: str, run_id: str, now: int) -> Run | None:
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         async with self._conn() as conn, conn.transaction():
             await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
             row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
@@ -212,12 +205,6 @@ class PostgresRepo(PlatformRepo):
         row = await self._one(pg(sql.TOKEN_LEASE), (token_hash,))
         return None if row is None else int(row[0])
 
-    async def token_lease_and_get(self, token_hash: str, state: Backend, ns: str, key: str) -> LeaseAndEntry:
-        if not (isinstance(state, PostgresBackend) and state.pool is self.pool):
-            return await super().token_lease_and_get(token_hash, state, ns, key)
-        lease_until, entry = await state.get_with(pg(sql.TOKEN_LEASE), (token_hash,), ns, key)
-        return (None if lease_until is None else int(lease_until)), entry
-
     async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
         """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
         async with self._conn() as conn:
@@ -228,7 +215,7 @@ class PostgresRepo(PlatformRepo):
             flag = await (await conn.execute(pg(sql.RUN_CANCEL_REQUESTED), (row[0],))).fetchone()
         return bool(flag and flag[0])
 
-    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> Run | None:
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
         async with self._conn() as conn, conn.transaction():
             params = (FINISHED[outcome.kind], invocation_id, token_hash, now)
             row = await (await conn.execute(pg(sql.END_INVOCATION), params)).fetchone()
@@ -246,13 +233,6 @@ class PostgresRepo(PlatformRepo):
     async def expire(self, now: int) -> int:
         row = await self._one(pg_sql.EXPIRE, {"now": now})
         return int(row[0]) if row else 0
-
-    async def ping(self) -> None:
-        await self._one("SELECT 1")
-
-    async def aclose(self) -> None:
-        if self._owns_pool:
-            await self.pool.close()
 
     # export and import: rows as ``dump.py`` moves them, the same layout as SQLite's
     async def dump(self, table: str) -> list[dict[str, Any]]:
@@ -275,7 +255,7 @@ class PostgresRepo(PlatformRepo):
         return added
 
 
-async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) -> tuple[Run, bool]:
+async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
     """In one transaction: the session row locked first, so the "no active run" guard sees every commit."""
     session_exists = True
     if run.session_id is not None:
@@ -293,7 +273,7 @@ async def _start_run(conn: Conn, run: Run, caller: str, invocation: Invocation) 
     return stored, True
 
 
-async def _insert_run(conn: Conn, run: Run, caller: str) -> Run:
+async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
     params = sql.run_params(run, caller)
     if run.session_id is None:
         query = pg_sql.INSERT_RUN
@@ -304,3 +284,17 @@ async def _insert_run(conn: Conn, run: Run, caller: str) -> Run:
     if row is None:
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
     return sql.run_from_row(row)
+
+
+async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs inside the caller's transaction (a step of
+    ``PostgresDatabase.delete_session``); its runs' agents, None when absent. The session row is
+    locked first, as a turn and a decision lock it, so the three serialise."""
+    if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
+        return None
+    cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
+    if cur.rowcount == 0:
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
+    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
+    return [row[0] for row in rows]

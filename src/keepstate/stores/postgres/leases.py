@@ -1,4 +1,4 @@
-"""``postgresql://`` session backend: a lease row with a fencing counter, for many machines.
+"""The lease facet on PostgreSQL: a lease row with a fencing counter, for many machines.
 
 Why a lease row and not advisory locks: a session advisory lock belongs to one *connection*, so
 holding it across the awaited work would pin a pooled connection per open session and tie the
@@ -17,20 +17,16 @@ machine), and its ``fence`` only grows.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from typing import Any
 
-from ..errors import Unavailable
-from ..stores.adapters import close_on_loop
-from ..stores.postgres_db import aconnection, amigrate, open_async_pool
+from ..base import LeaseFacet
+from ..records import Blob
+from .db import aconnection
 
 try:
     import psycopg_pool
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
-
-from .base import LeaseBackend, Stored
 
 COMPONENT = "session_store"
 LEASES = "session_store_leases"
@@ -84,17 +80,13 @@ def fenced(statement: str) -> str:
     return f"WITH {_LEASE_CTE}, w AS ({body}) SELECT count(*) FROM lease"
 
 
-class PostgresBackend(LeaseBackend):
+class PostgresLeases(LeaseFacet):
     poll_first = 0.01
     poll_max = 0.25
 
-    def __init__(self, url: str, space: str = "sessions") -> None:
-        self._url = url
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, space: str = "sessions") -> None:
+        self._pool = pool
         self._sql = statements(TABLES[space])
-        self._pool: psycopg_pool.AsyncConnectionPool | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
-        self._finalizer: weakref.finalize[Any, Any] | None = None  # closes a pool the user forgot
 
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
         row = await self._row(SQL_ACQUIRE, {"id": id, "ttl": ttl_ms})
@@ -106,11 +98,11 @@ class PostgresBackend(LeaseBackend):
     async def release(self, id: str, token: int) -> None:
         await self._row(SQL_RELEASE, {"id": id, "token": token})
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         row = await self._row(self._sql["read"], {"id": id})
-        return None if row is None else Stored(bytes(row[0]), row[1], bool(row[2]))
+        return None if row is None else Blob(bytes(row[0]), row[1], bool(row[2]))
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         params = {"id": id, "data": stored.data, "expires_at": stored.expires_at, "pinned": stored.pinned}
         return await self._write("write", params, token)
 
@@ -119,14 +111,6 @@ class PostgresBackend(LeaseBackend):
 
     async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
         return await self._write("touch", {"id": id, "expires_at": expires_at}, token)
-
-    async def close(self) -> None:
-        self._closed = True
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
 
     async def _write(self, kind: str, params: dict[str, Any], token: int | None) -> bool:
         if token is None:
@@ -137,23 +121,6 @@ class PostgresBackend(LeaseBackend):
 
     async def _row(self, sql: str, params: dict[str, Any], fetch: bool = True) -> Any:
         """Run one autocommitted statement; its first row (or None)."""
-        async with aconnection(await self._connect()) as conn:
-            cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
+        async with aconnection(self._pool) as conn:
+            cursor = await conn.execute(sql, params)
             return await cursor.fetchone() if fetch and cursor.description else None
-
-    async def _connect(self) -> psycopg_pool.AsyncConnectionPool:
-        if self._closed:  # never open a second pool behind a close (nothing would close it)
-            raise Unavailable("postgresql: the session store is closed")
-        if self._pool is None:
-            async with self._opening:
-                if self._pool is None:
-                    pool = await open_async_pool(self._url)
-                    try:
-                        await amigrate(pool, COMPONENT, STEPS)
-                    except BaseException:
-                        await pool.close()
-                        raise
-                    self._finalizer = close_on_loop(self, asyncio.get_running_loop(), pool.close)
-                    self._pool = pool
-        return self._pool
-

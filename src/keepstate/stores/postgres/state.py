@@ -1,4 +1,4 @@
-"""The state store on PostgreSQL: many server processes on many machines sharing one database.
+"""The state facet on PostgreSQL: many server processes on many machines sharing one database.
 
 Layout: a header row per key in ``state_keys`` — version, kind (``v`` value, ``l`` appended list,
 ``d`` tombstone keeping the last version so versions never repeat), the canonical JSON bytes of a
@@ -24,17 +24,19 @@ from typing import Any
 
 import orjson
 
-from ..errors import NotAList, TooLarge, VersionConflict
-from ..values import MAX_VALUE_BYTES
-from .adapters import Portal
-from .base import Backend, Entry, StateRecord, SyncBackend
-from .postgres_db import aconnection, amigrate, open_async_pool
+from ...errors import NotAList, TooLarge, VersionConflict
+from ...values import MAX_VALUE_BYTES
+from ..base import StateFacet
+from ..records import Entry, StateRecord
+from .db import aconnection
 
 try:
     import psycopg
     import psycopg_pool
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
+
+COMPONENT = "state"
 
 SEGMENT_BYTES = 1800
 """Append into the tail segment while it stays under this (PostgreSQL TOASTs rows past ~2 KiB)."""
@@ -174,8 +176,8 @@ def _entry(kind: str, data: bytes | None, list_payload: bytes | None) -> bytes:
 Conn = psycopg.AsyncConnection[Any]
 
 
-class PostgresBackend(Backend):
-    """The state contract on one PostgreSQL database (the URL's schema, via search_path)."""
+class PostgresState(StateFacet):
+    """The state facet on one PostgreSQL database (the URL's schema, via search_path)."""
 
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
         self.pool = pool
@@ -290,11 +292,8 @@ class PostgresBackend(Backend):
         return [(str(key), int(version)) for key, version in rows]
 
     async def drop(self, ns: str) -> None:
-        """Tombstone every live key of ``ns``; the header locks fence off concurrent appends."""
         async with aconnection(self.pool) as conn, conn.transaction():
-            dropped = [row[0] for row in await (await conn.execute(DROP_HEADERS, (ns,))).fetchall()]
-            if dropped:
-                await conn.execute(DROP_SEGMENTS, (ns, dropped))
+            await drop(conn, ns)
 
     async def records(self) -> AsyncIterator[StateRecord]:
         """Every key, tombstones included, in (namespace, key) order, one page per statement."""
@@ -318,24 +317,10 @@ class PostgresBackend(Backend):
             await conn.execute(DELETE_SEGMENTS, (ns, key))
             await conn.execute(RESTORE, (ns, key, record.version, kind, record.data))
 
-    async def ping(self) -> None:
-        async with aconnection(self.pool) as conn:
-            await conn.execute("SELECT 1")
 
-    async def aclose(self) -> None:
-        await self.pool.close()
-
-
-async def open_async(url: str) -> Backend:
-    """The store at ``url``, its schema migrated; Unavailable when PostgreSQL cannot be reached."""
-    pool = await open_async_pool(url)
-    try:
-        await amigrate(pool, "state", STEPS)
-    except BaseException:
-        await pool.close()
-        raise
-    return PostgresBackend(pool)
-
-
-def open_sync(url: str) -> SyncBackend:
-    return Portal.open(open_async, url)
+async def drop(conn: Conn, ns: str) -> None:
+    """Tombstone every live key of ``ns`` inside the caller's transaction; the header locks fence off
+    concurrent appends (also a step of ``PostgresDatabase.delete_session``)."""
+    dropped = [row[0] for row in await (await conn.execute(DROP_HEADERS, (ns,))).fetchall()]
+    if dropped:
+        await conn.execute(DROP_SEGMENTS, (ns, dropped))

@@ -1,9 +1,8 @@
-"""``memory://`` session backend: dictionaries behind one lock, for tests and one-process apps.
+"""The lease facet in memory: dictionaries behind one lock, for tests and one-process apps.
 
-``memory://name`` names a store shared by everything in this process that opens the same name
-(any thread, any event loop); a bare ``memory://`` is private to the opener. Each primitive runs
-under a ``threading.Lock`` and never awaits while holding it, so every step is atomic. Not shared
-between processes: use SQLite, PostgreSQL or Redis for that.
+Each primitive runs under a ``threading.Lock`` and never awaits while holding it, so every step is
+atomic from any thread or event loop of the process. Not shared between processes: use SQLite,
+PostgreSQL or Redis for that.
 """
 
 from __future__ import annotations
@@ -12,39 +11,26 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .base import LeaseBackend, Stored
+from ..base import LeaseFacet
+from ..records import Blob
 
 
 @dataclass
-class _Space:
-    """The data of one named memory store."""
+class LeaseSpace:
+    """The leases and blobs of one space (``sessions`` or ``tokens``) of one memory store."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    blobs: dict[str, Stored] = field(default_factory=dict)
+    blobs: dict[str, Blob] = field(default_factory=dict)
     fences: dict[str, int] = field(default_factory=dict)
     leases: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (token, monotonic expiry)
 
 
-_NAMED: dict[str, _Space] = {}
-_NAMED_LOCK = threading.Lock()
-
-
-def _space(url: str, space: str) -> _Space:
-    if not url.startswith("memory://"):
-        raise ValueError(f"not a memory store URL: {url!r}")
-    name = url[len("memory://"):].split("?", 1)[0]
-    if not name:
-        return _Space()
-    with _NAMED_LOCK:
-        return _NAMED.setdefault(f"{name}\x00{space}", _Space())
-
-
-class MemoryBackend(LeaseBackend):
+class MemoryLeases(LeaseFacet):
     poll_first = 0.002
     poll_max = 0.05
 
-    def __init__(self, url: str, space: str = "sessions") -> None:
-        self._s = _space(url, space)
+    def __init__(self, space: LeaseSpace) -> None:
+        self._s = space
 
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
         now = time.monotonic()
@@ -70,11 +56,11 @@ class MemoryBackend(LeaseBackend):
             if held is not None and held[0] == token:
                 del self._s.leases[id]
 
-    async def read(self, id: str) -> Stored | None:
+    async def read(self, id: str) -> Blob | None:
         with self._s.lock:
             return self._s.blobs.get(id)
 
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
         with self._s.lock:
             if not self._current(id, token):
                 return False
@@ -94,11 +80,8 @@ class MemoryBackend(LeaseBackend):
                 return False
             old = self._s.blobs.get(id)
             if old is not None:
-                self._s.blobs[id] = Stored(old.data, expires_at, old.pinned)
+                self._s.blobs[id] = Blob(old.data, expires_at, old.pinned)
             return True
-
-    async def close(self) -> None:
-        return None
 
     def _current(self, id: str, token: int | None) -> bool:
         return token is None or self._s.fences.get(id) == token

@@ -1,9 +1,7 @@
-"""``memory://``: the contract in a dict, for tests and one-process apps.
+"""The state facet in memory: the contract in a dict, for tests and one-process apps.
 
 It is the reference the conformance suite holds every other backend to. Lists keep their items
-as encoded bytes, so an append costs the items appended, not the list. ``memory://name`` names a
-store shared by everything in the process that opens the same name; plain ``memory://`` is new
-each time.
+as encoded bytes, so an append costs the items appended, not the list.
 """
 
 from __future__ import annotations
@@ -12,13 +10,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import NotAList, VersionConflict
-from .adapters import InlineAsync
-from .base import Backend, Entry, StateRecord, SyncBackend
-from .listing import appended_size, check_append, join_items, split_list
-
-_NAMED: dict[str, MemoryBackend] = {}
-_NAMED_LOCK = threading.Lock()
+from ...errors import NotAList, VersionConflict
+from ..lists import appended_size, check_append, join_items, split_list
+from ..records import Entry, StateRecord
 
 
 @dataclass(slots=True)
@@ -34,7 +28,7 @@ class _Slot:
 
 
 @dataclass
-class MemoryBackend:
+class MemoryState:
     """The whole store behind one lock: every operation is trivially linearizable."""
 
     slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
@@ -105,12 +99,6 @@ class MemoryBackend:
             size = len(record.data) if record.data is not None else 0
             self.slots[(record.ns, record.key)] = _Slot(record.version, record.data, None, size)
 
-    def ping(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
     def _checked(self, ns: str, key: str, if_version: int | None) -> _Slot:
         slot = self.slots.setdefault((ns, key), _Slot(0))
         current = slot.version if slot.live else 0
@@ -121,22 +109,3 @@ class MemoryBackend:
 
 def _value_of(slot: _Slot) -> bytes:
     return slot.data if slot.data is not None else join_items(slot.items or [])
-
-
-def _open(url: str) -> MemoryBackend:
-    name = url[len("memory://"):]
-    if not name:
-        return MemoryBackend()
-    with _NAMED_LOCK:
-        return _NAMED.setdefault(name, MemoryBackend())
-
-
-def open_sync(url: str) -> SyncBackend:
-    return _open(url)
-
-
-async def open_async(url: str) -> Backend:
-    return InlineAsync(_open(url))
-
-
-__all__ = ["MemoryBackend", "open_async", "open_sync"]

@@ -1,4 +1,4 @@
-"""``sqlite:///file.db``: the embedded store, shared safely by several processes on one machine.
+"""The state facet on SQLite: the embedded store, shared safely by several processes on one machine.
 
 Layout. A small header row per key holds its version, its kind (``v`` a value, ``l`` a list
 built by append, ``d`` a tombstone that keeps the last version so versions never repeat) and,
@@ -9,7 +9,7 @@ A trigger drops a list's segments when its key stops being a list (put or delete
 
 Every operation is one function of a connection (the ``_op`` functions below), run in one
 ``BEGIN IMMEDIATE`` transaction by the sync face, or group-committed by the writer thread of
-``SqliteDatabase`` for the async face. Reads run in a read transaction: one snapshot.
+``SqliteFile`` for the async face. Reads run in a read transaction: one snapshot.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from functools import lru_cache, partial
 from typing import Any
 
-from ..errors import NotAList, VersionConflict
-from .base import Backend, Entry, StateRecord, prefix_end
-from .listing import appended_size, check_append, join_items, split_list
-from .sqlite_db import SqliteDatabase
+from ...errors import NotAList, VersionConflict
+from ..base import StateFacet
+from ..lists import appended_size, check_append, join_items, split_list
+from ..records import Entry, StateRecord, prefix_end
+from .db import SqliteFile
 
 SEGMENT_BYTES = 8 * 1024
 COMPONENT = "state"
@@ -188,7 +189,7 @@ def _header_with(scalar: str) -> str:
 
 
 def read_with(
-    db: SqliteDatabase, scalar: str, params: tuple[object, ...], ns: str, key: str
+    db: SqliteFile, scalar: str, params: tuple[object, ...], ns: str, key: str
 ) -> tuple[Any, Entry | None]:
     """One entry and ``scalar`` (a SELECT of one value from another table of the file, with
     ``params``) in one statement, so one snapshot: the server reads a run token's lease with the
@@ -200,7 +201,7 @@ def read_with(
     return row[0], None if row[2] is None else _plain(row[1:])
 
 
-def _read_entry(db: SqliteDatabase, ns: str, key: str) -> Entry | None:
+def _read_entry(db: SqliteFile, ns: str, key: str) -> Entry | None:
     """A plain value in one autocommit statement; a list's header and segments in one snapshot.
 
     The plain value is the common case and the server's hot read, hence no read transaction for it."""
@@ -215,7 +216,8 @@ def _keys(conn: sqlite3.Connection, ns: str, prefix: str, after: str, limit: int
     return [(str(key), int(version)) for key, version in rows]
 
 
-def _drop(conn: sqlite3.Connection, ns: str) -> None:
+def drop(conn: sqlite3.Connection, ns: str) -> None:
+    """Tombstone every live key of ``ns`` (also a step of ``SqliteDatabase.delete_session``)."""
     conn.execute(_DROP, (ns,))
 
 
@@ -233,10 +235,10 @@ def _records(conn: sqlite3.Connection) -> list[StateRecord]:
     return records
 
 
-class SqliteBackend:
+class SqliteState:
     """The sync face: each write one ``BEGIN IMMEDIATE`` transaction on the caller's thread."""
 
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteFile) -> None:
         self.db = db
         db.migrate(COMPONENT, STEPS)
 
@@ -257,7 +259,7 @@ class SqliteBackend:
         return self.db.read(partial(_keys, ns=ns, prefix=prefix, after=after, limit=limit))
 
     def drop(self, ns: str) -> None:
-        self.db.write(partial(_drop, ns=ns))
+        self.db.write(partial(drop, ns=ns))
 
     def records(self) -> Iterator[StateRecord]:
         yield from self.db.read(_records)
@@ -265,17 +267,11 @@ class SqliteBackend:
     def restore(self, record: StateRecord) -> None:
         self.db.write(partial(_restore, record=record))
 
-    def ping(self) -> None:
-        self.db.read(lambda conn: conn.execute("SELECT 1").fetchone())
 
-    def close(self) -> None:
-        self.db.close()
+class AsyncSqliteState(StateFacet):
+    """The async face: writes group-committed by the file's writer thread, reads on the caller's."""
 
-
-class AsyncSqliteBackend(Backend):
-    """The async face: writes group-committed by the database's writer thread."""
-
-    def __init__(self, db: SqliteDatabase) -> None:
+    def __init__(self, db: SqliteFile) -> None:
         self.db = db
         db.migrate(COMPONENT, STEPS)
 
@@ -296,25 +292,11 @@ class AsyncSqliteBackend(Backend):
         return await self.db.aread(partial(_keys, ns=ns, prefix=prefix, after=after, limit=limit))
 
     async def drop(self, ns: str) -> None:
-        await self.db.awrite(partial(_drop, ns=ns))
+        await self.db.awrite(partial(drop, ns=ns))
 
-    async def records(self) -> AsyncIterator[StateRecord]:  # type: ignore[override]
+    async def records(self) -> AsyncIterator[StateRecord]:
         for record in await self.db.aread(_records):
             yield record
 
     async def restore(self, record: StateRecord) -> None:
         await self.db.awrite(partial(_restore, record=record))
-
-    async def ping(self) -> None:
-        await self.db.aread(lambda conn: conn.execute("SELECT 1").fetchone())
-
-    async def aclose(self) -> None:
-        self.db.close()
-
-
-def open_sync(url: str) -> SqliteBackend:
-    return SqliteBackend(SqliteDatabase.from_url(url))
-
-
-async def open_async(url: str) -> AsyncSqliteBackend:
-    return AsyncSqliteBackend(SqliteDatabase.from_url(url))
