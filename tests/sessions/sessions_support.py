@@ -107,11 +107,13 @@ async def wait_for_file(path: Path, timeout: float = 30) -> None:
 
 
 
-async def deaf_renewals(store: SessionStore, delay: float) -> None:
+async def deaf_renewals(store: SessionStore, delay: float) -> list[float]:
     """Make ``store``'s real renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
-    driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it."""
+    driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it.
+    The list returned gets the loop time of each renewal's end."""
     facet = await store.leases.facet()
     renew = facet.renew
+    ended: list[float] = []
 
     async def deaf(id: str, token: int, ttl_ms: int) -> bool:
         loop = asyncio.get_running_loop()
@@ -119,6 +121,10 @@ async def deaf_renewals(store: SessionStore, delay: float) -> None:
         while (left := done_at - loop.time()) > 0:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(left)
-        return await renew(id, token, ttl_ms)
+        try:
+            return await renew(id, token, ttl_ms)
+        finally:
+            ended.append(loop.time())
 
     facet.renew = deaf  # type: ignore[method-assign]
+    return ended

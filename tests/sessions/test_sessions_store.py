@@ -243,14 +243,18 @@ async def test_a_renewal_deaf_to_cancellation_cannot_outlive_its_operation(backe
 
 async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(backend_url: str) -> None:
     """A cancellation of the caller that lands while transact waits for the last renewal is not
-    swallowed (transact raises CancelledError), and the lease is still released, before aclose returns."""
+    swallowed: transact raises CancelledError at once, and the lease is still released after the
+    renewal, before aclose returns."""
     store = open_session_store(backend_url, lease_seconds=1.5, wait_timeout=5)
-    await deaf_renewals(store, delay=0.5)
+    renewals_ended = await deaf_renewals(store, delay=0.5)
     holder = asyncio.create_task(store.transact("cx", lambda: asyncio.sleep(0.6)))  # renewal: 0.5-1.0 s
+    renewals_when_cancelled: list[int] = []
+    holder.add_done_callback(lambda _: renewals_when_cancelled.append(len(renewals_ended)))
     await asyncio.sleep(0.75)
     holder.cancel()
     await asyncio.wait([holder], timeout=10)
     assert holder.done() and holder.cancelled()
+    assert renewals_when_cancelled == [0]  # not kept waiting for the renewal in flight
     await store.aclose()  # waits for the release, which follows the renewal (that holds the lease to 2.5 s)
     other = open_session_store(backend_url, wait_timeout=0)
     assert await other.transact("cx", lambda: asyncio.sleep(0, "free")) == "free"

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from ..clock import now_ms
 from ..errors import LeaseLost, SessionLocked, Unavailable
 from ..stores.base import Database, LeaseFacet
+from ..stores.ending import cancel_requests, raise_lost_cancel
 from ..stores.records import Blob
 from ..values import check_key
 from .state import SessionState
@@ -203,12 +204,26 @@ class SessionStore:
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
             delay = min(delay * 2, facet.poll_max)
 
-    async def _end(self, lease: _Lease, renewer: asyncio.Task[None]) -> None:
-        """End the lease to its release even when the holder is cancelled meanwhile (it is not kept waiting)."""
-        ending = asyncio.ensure_future(_stop_and_release(lease, renewer))
-        self._ending.add(ending)
-        ending.add_done_callback(self._ending.discard)
-        await asyncio.shield(ending)
+    async def _end(self, lease: _Lease, renewer: asyncio.Task[None], background: bool = False) -> None:
+        """Stop the renewer, then release: never before its last renewal, which would revive the lease.
+
+        Neither step trusts cancellation alone: a driver may lose it (psycopg_pool's wait on Python
+        3.11 did), so the renewer also stops on ``lease.ended`` after its renewal in flight. A holder
+        cancelled meanwhile is not kept waiting: the rest goes on in the background (``aclose``
+        waits for it). An outage lets the lease expire.
+        """
+        lease.ended = True
+        renewer.cancel()
+        before = cancel_requests()
+        try:
+            await _join(renewer, before)
+            await _release_quietly(await self.leases.facet(), lease.id, lease.token)
+        except asyncio.CancelledError:
+            if not background:  # both steps are idempotent: the background run starts over
+                ending = asyncio.ensure_future(self._end(lease, renewer, background=True))
+                self._ending.add(ending)
+                ending.add_done_callback(self._ending.discard)
+            raise
 
     async def _renew_loop(self, lease: _Lease) -> None:
         """Renew every third of the TTL; retry sooner on an outage; give up at the deadline."""
@@ -255,18 +270,19 @@ def _uncancel(lease: _Lease) -> bool:
     return lease.task.uncancel() == 0
 
 
-async def _stop_and_release(lease: _Lease, renewer: asyncio.Task[None]) -> None:
-    """Stop the renewer, then release: never before its last renewal, which would revive the lease.
+async def _join(task: asyncio.Task[None], before: int) -> None:
+    """Wait for ``task`` to end, neither cancelled with it (``shield``) nor raising its own
+    cancellation or failure (a renewer that failed has stopped renewing): only the caller's."""
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if cancel_requests() > before or not task.done():
+            raise
+    except Exception:
+        pass
+    raise_lost_cancel(before)
 
-    Neither step trusts cancellation alone: a driver may lose it (psycopg_pool's wait on Python
-    3.11 did), so the renewer also stops on ``lease.ended`` after its renewal in flight, and
-    ``asyncio.wait`` neither raises the renewer's cancellation nor hides one of the caller's. An
-    outage lets the lease expire.
-    """
-    lease.ended = True
-    renewer.cancel()
-    await asyncio.wait([renewer])
-    if not renewer.cancelled():
-        renewer.exception()  # retrieved: a renewer that failed has stopped renewing, nothing more to do
+
+async def _release_quietly(facet: LeaseFacet, id: str, token: int) -> None:
     with contextlib.suppress(Unavailable):
-        await (await lease.store.leases.facet()).release(lease.id, lease.token)
+        await facet.release(id, token)
