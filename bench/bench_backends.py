@@ -21,8 +21,8 @@ from urllib.parse import quote
 import psycopg
 import redis.asyncio as aioredis
 
-from keepstate.stores import open_backend
-from keepstate.stores.base import Backend
+from keepstate.stores import open_database
+from keepstate.stores.base import StateFacet
 
 PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -92,14 +92,15 @@ async def _bench_pg() -> list[Row]:
     async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
         await admin.execute(f"CREATE SCHEMA {schema}")
     url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}options={quote(f'-csearch_path={schema}')}"
-    store = await open_backend(url)
+    database = open_database(url)
+    store = await database.state()
     raws = [await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=3) for _ in range(TASKS)]
     try:
         await raws[0].execute(RAW_PG_TABLE)
         await raws[0].execute(RAW_PG_APPEND)
         return await _pg_rows(store, raws)
     finally:
-        await store.aclose()
+        await database.aclose()
         for raw in raws:
             await raw.close()
         async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
@@ -110,7 +111,7 @@ Row = tuple[str, float, float, float]
 """(operation, store ops/s, raw ops/s, median store/raw ratio)"""
 
 
-async def _pg_rows(store: Backend, raws: list[psycopg.AsyncConnection[Any]]) -> list[Row]:
+async def _pg_rows(store: StateFacet, raws: list[psycopg.AsyncConnection[Any]]) -> list[Row]:
     async def raw_put(task: int, i: int) -> object:
         return await (await raws[task].execute(RAW_PG_PUT, (NS, _key(task, i), VALUE))).fetchone()
 
@@ -125,7 +126,8 @@ async def _pg_rows(store: Backend, raws: list[psycopg.AsyncConnection[Any]]) -> 
 
 async def _bench_redis() -> list[Row]:
     prefix = f"ks_bench:{uuid.uuid4().hex[:10]}:"
-    store = await open_backend(f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}")
+    database = open_database(f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}")
+    store = await database.state()
     raw = aioredis.Redis.from_url(REDIS_URL, socket_timeout=5, socket_connect_timeout=3)
     cas = raw.register_script(RAW_LUA_CAS)
     try:
@@ -140,13 +142,13 @@ async def _bench_redis() -> list[Row]:
 
         return await _rows(store, raw_put, raw_get, raw_push)
     finally:
-        await store.aclose()
+        await database.aclose()
         async for name in raw.scan_iter(match=prefix + "*", count=1000):
             await raw.delete(name)
         await raw.aclose()
 
 
-async def _rows(store: Backend, raw_put: Op, raw_get: Op, raw_push: Op) -> list[Row]:
+async def _rows(store: StateFacet, raw_put: Op, raw_get: Op, raw_push: Op) -> list[Row]:
     """The same five rows for either backend: (operation, store ops/s, raw ops/s)."""
     async def put(task: int, i: int) -> object:
         return await store.put(NS, _key(task, i), VALUE)

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import orjson
 
 from keepstate.harness import Done, HarnessStore, LogAppend, open_harness_store
-from keepstate.harness.schema import steps
+from keepstate.stores.sql.harness import steps
 
 SECONDS = 0.8
 ROUNDS = 3
@@ -140,7 +140,7 @@ def measure(store: HarnessStore, raws: dict[str, Call], backend: str) -> list[Ro
 
 
 def sqlite_rows(directory: str) -> list[Row]:
-    from keepstate.stores.sqlite_db import connect, write_transaction
+    from keepstate.stores.sqlite.db import connect, write_transaction
 
     path = os.path.join(directory, "bench.db")
     conn = connect(path)
@@ -182,23 +182,23 @@ def pg_schema() -> Iterator[str | None]:
 def postgres_rows() -> list[Row]:
     import psycopg
 
-    from keepstate.stores.postgres_db import _connect_kwargs
+    from keepstate.stores.postgres.db import _connect_kwargs
 
     with pg_schema() as url:
         if url is None:
             return []
         conn = psycopg.connect(url, **_connect_kwargs())  # the store's own connection settings
         for step in steps("raw_", "postgres"):
-            conn.execute(step)  # type: ignore[arg-type]
+            conn.execute(step)
 
         def write(sql: str, rows: Sequence[Sequence[Any]]) -> None:
             """One row: one autocommit statement (its own transaction); more: one pipelined transaction."""
             sql = sql.replace("?", "%s")
             if len(rows) == 1:
-                conn.execute(sql, rows[0])  # type: ignore[arg-type]
+                conn.execute(sql, rows[0])
                 return
             with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(sql, rows)  # type: ignore[arg-type]
+                cursor.executemany(sql, rows)
 
         def read(after: int, limit: int) -> object:
             return conn.execute(READ.replace("?", "%s"), (after, limit)).fetchall()

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 
 import keepstate
-from keepstate.stores import open_backend
+from keepstate.stores import open_database
 
 from .timing import ops_per_second, paired, table
 
@@ -98,7 +98,8 @@ def _naive_rewrite_cost(folder: Path, size: int) -> float:
 
 
 async def _group_commit(url: str, tasks: int, per_task: int) -> float:
-    backend = await open_backend(url)
+    database = open_database(url)
+    backend = await database.state()
     ns = "default/session/bench/s"
     data = orjson.dumps(VALUE)
 
@@ -109,7 +110,7 @@ async def _group_commit(url: str, tasks: int, per_task: int) -> float:
     started = time.perf_counter()
     await asyncio.gather(*(writer(task) for task in range(tasks)))
     elapsed = time.perf_counter() - started
-    await backend.aclose()
+    await database.aclose()
     return tasks * per_task / elapsed
 
 

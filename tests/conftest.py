@@ -24,7 +24,6 @@ from serverproc import reachable
 PG_ADMIN_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 REQUIRE_SERVICES = os.environ.get("KEEPSTATE_REQUIRE_SERVICES") == "1"
-BACKENDS = ("memory", "sqlite", "postgres", "redis")
 
 
 def need_service(name: str, url: str, default_port: int) -> None:

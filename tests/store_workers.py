@@ -17,7 +17,7 @@ def mixed_writer(url: str, seed: int, times: int, out: Any) -> None:
     rng = random.Random(seed)
     won: list[tuple[str, int]] = []
     with keepstate.open(url) as store:
-        backend = store.backend
+        backend = store.state
         for _ in range(times):
             key = f"k{rng.randrange(3)}"
             action = rng.random()

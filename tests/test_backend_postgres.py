@@ -17,20 +17,22 @@ import psycopg
 import pytest
 
 import keepstate
-from keepstate.stores import open_backend
-from keepstate.stores.base import Backend, StateRecord
-from keepstate.stores.postgres import SEGMENT_BYTES, PostgresBackend
+from keepstate.stores import open_database
+from keepstate.stores.base import StateFacet
+from keepstate.stores.postgres.state import SEGMENT_BYTES, PostgresState
+from keepstate.stores.records import StateRecord
 
 NS = "default/session/chat/s-1"
 _spawn = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
-async def backend(pg_url: str) -> AsyncIterator[PostgresBackend]:
-    opened = await open_backend(pg_url)
-    assert isinstance(opened, PostgresBackend)
-    yield opened
-    await opened.aclose()
+async def backend(pg_url: str) -> AsyncIterator[PostgresState]:
+    database = open_database(pg_url)
+    state = await database.state()
+    assert isinstance(state, PostgresState)  # this module tests that backend's own layout
+    yield state
+    await database.aclose()
 
 
 def _rows(pg_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -43,7 +45,7 @@ def _segments(pg_url: str, key: str) -> list[tuple[int, int]]:
         pg_url, "SELECT seg, count FROM state_segments WHERE ns = %s AND key = %s ORDER BY seg", NS, key)]
 
 
-async def test_values_are_bytes_not_jsonb(backend: Backend, pg_url: str) -> None:
+async def test_values_are_bytes_not_jsonb(backend: StateFacet, pg_url: str) -> None:
     types = dict(_rows(pg_url, "SELECT column_name, data_type FROM information_schema.columns "
                                 "WHERE table_schema = current_schema() "
                                 "AND table_name IN ('state_keys', 'state_segments') "
@@ -53,7 +55,7 @@ async def test_values_are_bytes_not_jsonb(backend: Backend, pg_url: str) -> None
     assert _rows(pg_url, "SELECT data FROM state_keys WHERE key = 'k'") == [(b'{"b":1,"a":2}',)]
 
 
-async def test_appends_fill_the_tail_segment_then_start_new_ones(backend: Backend, pg_url: str) -> None:
+async def test_appends_fill_the_tail_segment_then_start_new_ones(backend: StateFacet, pg_url: str) -> None:
     item = b'"' + b"x" * 98 + b'"'  # 100 bytes
     expected: list[bytes] = []
     for round_ in range(60):
@@ -70,7 +72,7 @@ async def test_appends_fill_the_tail_segment_then_start_new_ones(backend: Backen
     assert entry is not None and entry.data == b"[" + b",".join(expected) + b"]"
 
 
-async def test_a_put_list_converts_once_and_replacing_a_list_drops_segments(backend: Backend, pg_url: str) -> None:
+async def test_a_put_list_converts_once_and_replacing_a_list_drops_segments(backend: StateFacet, pg_url: str) -> None:
     await backend.put(NS, "l", b'[1,{"a":[2]},"three"]')
     assert _segments(pg_url, "l") == []
     assert await backend.append(NS, "l", [b"4"]) == (2, 4)
@@ -84,7 +86,7 @@ async def test_a_put_list_converts_once_and_replacing_a_list_drops_segments(back
     assert _segments(pg_url, "m") == []
 
 
-async def test_an_appended_empty_list_then_items(backend: Backend) -> None:
+async def test_an_appended_empty_list_then_items(backend: StateFacet) -> None:
     await backend.put(NS, "e", b"[]")
     assert await backend.append(NS, "e", []) == (2, 0)
     assert await backend.append(NS, "e", [b"1"]) == (3, 1)
@@ -93,7 +95,7 @@ async def test_an_appended_empty_list_then_items(backend: Backend) -> None:
     assert entry is not None and entry.data == b"[1,2,3]"
 
 
-async def test_drop_removes_segments_and_keeps_versions(backend: Backend, pg_url: str) -> None:
+async def test_drop_removes_segments_and_keeps_versions(backend: StateFacet, pg_url: str) -> None:
     for index in range(5):
         await backend.append(NS, f"l{index}", [b"1", b"2"])
         await backend.append(NS, f"l{index}", [b"3"])
@@ -107,7 +109,7 @@ async def test_drop_removes_segments_and_keeps_versions(backend: Backend, pg_url
     assert other is not None and other.data == b"[1,2]"
 
 
-async def test_conflict_on_a_list_reports_its_version(backend: Backend) -> None:
+async def test_conflict_on_a_list_reports_its_version(backend: StateFacet) -> None:
     await backend.append(NS, "l", [b"1"])
     await backend.append(NS, "l", [b"2"])
     with pytest.raises(keepstate.VersionConflict) as caught:
@@ -118,7 +120,7 @@ async def test_conflict_on_a_list_reports_its_version(backend: Backend) -> None:
     assert await backend.put(NS, "l", b"0", if_version=2) == 3
 
 
-async def test_records_include_lists_and_tombstones_and_restore_replaces_a_list(backend: Backend) -> None:
+async def test_records_include_lists_and_tombstones_and_restore_replaces_a_list(backend: StateFacet) -> None:
     await backend.append(NS, "h", [b"1", b"2"])
     await backend.put(NS, "gone", b"1")
     await backend.delete(NS, "gone")
@@ -132,14 +134,14 @@ async def test_records_include_lists_and_tombstones_and_restore_replaces_a_list(
     assert await backend.put(NS, "h", b"1") == 10
 
 
-async def test_records_page_through_many_keys(backend: Backend) -> None:
+async def test_records_page_through_many_keys(backend: StateFacet) -> None:
     await asyncio.gather(*(backend.put(f"ns{index % 3}", f"k{index:04d}", b"1") for index in range(1200)))
     records = [record async for record in backend.records()]
     assert len(records) == 1200
     assert [(r.ns, r.key) for r in records] == sorted((r.ns, r.key) for r in records)
 
 
-async def test_racing_puts_and_appends_on_one_connection_pool(backend: Backend) -> None:
+async def test_racing_puts_and_appends_on_one_connection_pool(backend: StateFacet) -> None:
     async def writer(index: int) -> int:
         if index % 4 == 0:
             return await backend.put(NS, "k", b"[0]")

@@ -16,21 +16,23 @@ import pytest
 import redis
 
 import keepstate
-from keepstate.stores import open_backend
-from keepstate.stores.base import Backend, StateRecord
-from keepstate.stores.redis import DROP_BATCH, RedisBackend, lex_bounds
-from keepstate.stores.redis_db import split_prefix
+from keepstate.stores import open_database
+from keepstate.stores.base import StateFacet
+from keepstate.stores.records import StateRecord
+from keepstate.stores.redis.db import split_prefix
+from keepstate.stores.redis.state import DROP_BATCH, RedisState, lex_bounds
 
 NS = "default/session/chat/s-1"
 _spawn = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture
-async def backend(redis_url: str) -> AsyncIterator[RedisBackend]:
-    opened = await open_backend(redis_url)
-    assert isinstance(opened, RedisBackend)
-    yield opened
-    await opened.aclose()
+async def backend(redis_url: str) -> AsyncIterator[RedisState]:
+    database = open_database(redis_url)
+    state = await database.state()
+    assert isinstance(state, RedisState)  # this module tests that backend's own layout
+    yield state
+    await database.aclose()
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def test_lex_bounds() -> None:
 
 
 async def test_every_key_is_under_the_prefix_with_the_namespace_as_hash_tag(
-    backend: Backend, raw: tuple[redis.Redis, str]
+    backend: StateFacet, raw: tuple[redis.Redis, str]
 ) -> None:
     client, prefix = raw
     await backend.put(NS, "v", b"1")
@@ -65,7 +67,7 @@ async def test_every_key_is_under_the_prefix_with_the_namespace_as_hash_tag(
     assert client.type(f"{prefix}{{{NS}}}:keys") == b"zset"
 
 
-async def test_index_follows_puts_deletes_and_drops(backend: Backend, raw: tuple[redis.Redis, str]) -> None:
+async def test_index_follows_puts_deletes_and_drops(backend: StateFacet, raw: tuple[redis.Redis, str]) -> None:
     client, prefix = raw
     index = f"{prefix}{{{NS}}}:keys"
     for name in ("b", "a", "c"):
@@ -81,7 +83,7 @@ async def test_index_follows_puts_deletes_and_drops(backend: Backend, raw: tuple
     assert client.hget(f"{prefix}{{{NS}}}:h:d", "k") == b"d"  # the tombstone keeps the version
 
 
-async def test_drop_of_more_keys_than_one_batch(backend: Backend) -> None:
+async def test_drop_of_more_keys_than_one_batch(backend: StateFacet) -> None:
     for index in range(DROP_BATCH + 37):
         await backend.put(NS, f"k{index:04d}", b"1")
     await backend.drop(NS)
@@ -89,7 +91,7 @@ async def test_drop_of_more_keys_than_one_batch(backend: Backend) -> None:
     assert await backend.put(NS, "k0000", b"1") == 2
 
 
-async def test_a_put_list_is_converted_and_replaced_cleanly(backend: Backend, raw: tuple[redis.Redis, str]) -> None:
+async def test_a_put_list_is_converted_and_replaced_cleanly(backend: StateFacet, raw: tuple[redis.Redis, str]) -> None:
     client, prefix = raw
     await backend.put(NS, "l", b'[1,{"a":[2,3]},"x,y"]')
     assert await backend.append(NS, "l", [b"4"]) == (2, 4)
@@ -100,14 +102,14 @@ async def test_a_put_list_is_converted_and_replaced_cleanly(backend: Backend, ra
     assert entry is not None and entry.data == b'"plain"'
 
 
-async def test_append_of_many_items_in_one_call(backend: Backend) -> None:
+async def test_append_of_many_items_in_one_call(backend: StateFacet) -> None:
     items = [str(i).encode() for i in range(12000)]  # more than Lua's unpack() takes at once
     assert await backend.append(NS, "many", items) == (1, 12000)
     entry = await backend.get(NS, "many")
     assert entry is not None and orjson.loads(entry.data) == list(range(12000))
 
 
-async def test_records_and_restore(backend: Backend) -> None:
+async def test_records_and_restore(backend: StateFacet) -> None:
     await backend.append(NS, "h", [b"1", b"2"])
     await backend.put(NS, "gone", b"1")
     await backend.delete(NS, "gone")
@@ -122,7 +124,7 @@ async def test_records_and_restore(backend: Backend) -> None:
     assert await backend.put(NS, "h", b"1") == 10
 
 
-async def test_the_client_never_resends_a_command(backend: RedisBackend) -> None:
+async def test_the_client_never_resends_a_command(backend: RedisState) -> None:
     retry = backend.client.get_retry()
     assert retry is not None and retry.get_retries() == 0
 
@@ -133,12 +135,12 @@ def _convert_racer(url: str, writer: int, times: int, go: Any) -> None:
     with keepstate.open(url) as store:
         go.wait(30)
         for index in range(times):
-            store.backend.append(NS, "log", [orjson.dumps([writer, index])])
+            store.state.append(NS, "log", [orjson.dumps([writer, index])])
 
 
 def test_appends_racing_the_conversion_of_a_put_list_all_land(redis_url: str) -> None:
     with keepstate.open(redis_url) as store:
-        store.backend.put(NS, "log", b'["seed",["s",1]]')
+        store.state.put(NS, "log", b'["seed",["s",1]]')
     go = _spawn.Event()
     procs = [_spawn.Process(target=_convert_racer, args=(redis_url, writer, 40, go)) for writer in range(3)]
     for proc in procs:
@@ -148,7 +150,7 @@ def test_appends_racing_the_conversion_of_a_put_list_all_land(redis_url: str) ->
         proc.join(120)
         assert proc.exitcode == 0
     with keepstate.open(redis_url) as store:
-        entry = store.backend.get(NS, "log")
+        entry = store.state.get(NS, "log")
     assert entry is not None and entry.version == 121
     found = orjson.loads(entry.data)
     assert found[:2] == ["seed", ["s", 1]] and len(found) == 122

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import keepstate
-from keepstate.stores import sqlite as sqlite_store
-from keepstate.stores.sqlite_db import SqliteDatabase
+from keepstate.stores.sqlite import state as sqlite_store
+from keepstate.stores.sqlite.db import SqliteFile
 
 STEPS = ["CREATE TABLE t1 (a INTEGER)", "CREATE TABLE t2 (b INTEGER); INSERT INTO t2 VALUES (1)"]
 
@@ -22,7 +22,7 @@ def _version(path: Path, component: str) -> int:
 
 
 def test_migrating_twice_applies_each_step_once(tmp_path: Path) -> None:
-    db = SqliteDatabase(str(tmp_path / "m.db"))
+    db = SqliteFile(str(tmp_path / "m.db"))
     db.migrate("demo", STEPS)
     db.migrate("demo", STEPS)
     assert _version(tmp_path / "m.db", "demo") == 2
@@ -31,7 +31,7 @@ def test_migrating_twice_applies_each_step_once(tmp_path: Path) -> None:
 
 
 def test_a_failed_step_leaves_nothing_half_applied(tmp_path: Path) -> None:
-    db = SqliteDatabase(str(tmp_path / "m.db"))
+    db = SqliteFile(str(tmp_path / "m.db"))
     db.migrate("demo", STEPS[:1])
     with pytest.raises(sqlite3.OperationalError):
         db.migrate("demo", [*STEPS, "CREATE TABLE t3 (c INTEGER); THIS IS NOT SQL"])
@@ -44,7 +44,7 @@ def test_a_failed_step_leaves_nothing_half_applied(tmp_path: Path) -> None:
 
 
 def test_a_store_newer_than_this_code_is_refused_clearly(tmp_path: Path) -> None:
-    db = SqliteDatabase(str(tmp_path / "m.db"))
+    db = SqliteFile(str(tmp_path / "m.db"))
     db.migrate("demo", STEPS)
     with pytest.raises(RuntimeError, match="newer than this keepstate knows"):
         db.migrate("demo", STEPS[:1])

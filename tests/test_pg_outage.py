@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import keepstate
-from keepstate.stores import open_backend
-from keepstate.stores.base import Backend
-from keepstate.stores.postgres_db import CHECK_IDLE_S
+from keepstate.stores import open_database
+from keepstate.stores.base import Database
+from keepstate.stores.postgres.db import CHECK_IDLE_S
 from private_services import PrivatePostgres, PrivateRedis, private_pg, private_redis
 
 __all__ = ["private_pg", "private_redis"]  # fixtures, used by name
@@ -29,24 +29,31 @@ NS = "default/agent/outage/"
 pytestmark = pytest.mark.timeout(180)
 
 
-def _calls(backend: Backend) -> dict[str, Callable[[], Awaitable[Any]]]:
+def _calls(database: Database) -> dict[str, Callable[[], Awaitable[Any]]]:
+    async def backend_of() -> Any:
+        return await database.state()
+
     async def export() -> Any:
+        backend = await backend_of()
         return [record async for record in backend.records()]
 
+    async def call(name: str, *args: Any, **kwargs: Any) -> Any:
+        return await getattr(await backend_of(), name)(*args, **kwargs)
+
     return {
-        "get": lambda: backend.get(NS, "k"),
-        "put": lambda: backend.put(NS, "k", b"2"),
-        "put_if": lambda: backend.put(NS, "k", b"2", if_version=1),
-        "delete": lambda: backend.delete(NS, "other"),
-        "append": lambda: backend.append(NS, "log", [b"1"]),
-        "keys": lambda: backend.keys(NS),
-        "drop": lambda: backend.drop("default/agent/none/"),
+        "get": lambda: call("get", NS, "k"),
+        "put": lambda: call("put", NS, "k", b"2"),
+        "put_if": lambda: call("put", NS, "k", b"2", if_version=1),
+        "delete": lambda: call("delete", NS, "other"),
+        "append": lambda: call("append", NS, "log", [b"1"]),
+        "keys": lambda: call("keys", NS),
+        "drop": lambda: call("drop", "default/agent/none/"),
         "records": export,
-        "ping": backend.ping,
+        "ping": database.ping,
     }
 
 
-async def _each_call_is_unavailable_fast(backend: Backend) -> list[float]:
+async def _each_call_is_unavailable_fast(backend: Database) -> list[float]:
     """Every call raises Unavailable (503, Retry-After) within FAIL_WITHIN_S; returns the seconds each took."""
     took: list[float] = []
     for name, call in _calls(backend).items():
@@ -59,7 +66,7 @@ async def _each_call_is_unavailable_fast(backend: Backend) -> list[float]:
     return took
 
 
-async def _recovers(backend: Backend) -> float:
+async def _recovers(backend: Database) -> float:
     """Seconds until the same backend answers again, retrying as a client honouring Retry-After would."""
     started = time.monotonic()
     while True:
@@ -72,29 +79,31 @@ async def _recovers(backend: Backend) -> float:
 
 
 async def test_postgres_down_means_unavailable_and_back_means_working(private_pg: PrivatePostgres) -> None:
-    backend = await open_backend(private_pg.url)
+    database = open_database(private_pg.url)
+    backend = await database.state()
     try:
         assert await backend.put(NS, "k", b"1") == 1
         await backend.append(NS, "log", [b"0"])
         private_pg.stop()
-        first = await _each_call_is_unavailable_fast(backend)
-        again = await _each_call_is_unavailable_fast(backend)  # nothing got stuck in between
+        first = await _each_call_is_unavailable_fast(database)
+        again = await _each_call_is_unavailable_fast(database)  # nothing got stuck in between
         slow = [took for took in first + again if took >= 2.0]
         assert len(slow) <= 1, f"once the pool knows the server is down, calls fail fast: {slow}"
         private_pg.start()
-        await _recovers(backend)
+        await _recovers(database)
         entry = await backend.get(NS, "k")
         assert entry is not None and (entry.data, entry.version) == (b"1", 1)  # committed = kept
         assert await backend.put(NS, "k", b"3", if_version=1) == 2
         assert await backend.append(NS, "log", [b"1"]) == (2, 2)
     finally:
-        await backend.aclose()
+        await database.aclose()
 
 
 async def test_a_connection_broken_while_unused_is_replaced_before_its_next_call(private_pg: PrivatePostgres) -> None:
     """PostgreSQL restarts while nobody calls: the pooled connection is dead but nobody saw it die.
     It sat unused past CHECK_IDLE_S, so the pool checks it before handing it out: the next call works."""
-    backend = await open_backend(private_pg.url)
+    database = open_database(private_pg.url)
+    backend = await database.state()
     try:
         assert await backend.put(NS, "k", b"1") == 1
         private_pg.stop()
@@ -103,7 +112,7 @@ async def test_a_connection_broken_while_unused_is_replaced_before_its_next_call
         entry = await backend.get(NS, "k")  # the first call after the restart, not a retry
         assert entry is not None and entry.data == b"1"
     finally:
-        await backend.aclose()
+        await database.aclose()
 
 
 def test_postgres_outage_through_the_embedded_sync_face(private_pg: PrivatePostgres) -> None:
@@ -136,16 +145,17 @@ def test_opening_a_store_whose_postgres_is_down_is_unavailable(private_pg: Priva
 
 
 async def test_redis_down_means_unavailable_and_back_means_working(private_redis: PrivateRedis) -> None:
-    backend = await open_backend(private_redis.url)
+    database = open_database(private_redis.url)
+    backend = await database.state()
     try:
         assert await backend.put(NS, "k", b"1") == 1
         private_redis.stop()
-        await _each_call_is_unavailable_fast(backend)
-        await _each_call_is_unavailable_fast(backend)
+        await _each_call_is_unavailable_fast(database)
+        await _each_call_is_unavailable_fast(database)
         private_redis.start()  # no persistence: it comes back empty, and the scripts load again
-        await _recovers(backend)
+        await _recovers(database)
         assert await backend.put(NS, "k", b"1", if_version=0) == 1
         assert await backend.append(NS, "log", [b"1"]) == (1, 1)
         assert await backend.keys(NS) == [("k", 1), ("log", 1)]
     finally:
-        await backend.aclose()
+        await database.aclose()

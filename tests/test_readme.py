@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import keepstate
 from serverproc import running_server
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -30,7 +31,9 @@ def test_embedded_example_runs(
     monkeypatch.chdir(tmp_path)
     names: dict[str, object] = {}
     exec(compile(_python_blocks()[0], "README-embedded", "exec"), names)
-    names["store"].close()  # type: ignore[attr-defined]
+    store = names["store"]
+    assert isinstance(store, keepstate.Store)
+    store.close()
     assert capsys.readouterr().out.strip() == "[{'role': 'user', 'content': 'hi'}] 1"
     assert (tmp_path / "state.db").exists()
 
@@ -40,6 +43,8 @@ def test_server_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         code = _python_blocks()[1].replace("http://127.0.0.1:8420", info.url)
         names = {"ADMIN_KEY": info.admin_key, "os": os}
         exec(compile(code, "README-server", "exec"), names)
-        names["admin"].close()
-        names["worker"].close()
+        for name in ("admin", "worker"):
+            opened = names[name]
+            assert isinstance(opened, keepstate.Client | keepstate.Worker)
+            opened.close()
     assert capsys.readouterr().out.strip() == "{'reply': 'turn 1'}"

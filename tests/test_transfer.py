@@ -19,8 +19,8 @@ def _populate(url: str) -> dict[str, str]:
     """A server's worth of records: keys, a session, runs in several statuses, state of every scope."""
     with running_server(url) as info:
         admin = keepstate.Client(info.url, key=info.admin_key)
-        member_key = admin.keys.create("member", name="caller").key
-        worker_key = admin.keys.create("worker").key
+        member_key = str(admin.keys.create("member", name="caller").key)
+        worker_key = str(admin.keys.create("worker").key)
         revoked = admin.keys.create("member")
         admin.keys.revoke(revoked.id)
         member = keepstate.Client(info.url, key=member_key)

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from .scope import BackendOps, Scope, scope_namespace
-from .stores import open_sync_backend
-from .stores.base import SyncBackend
+from .scope import Scope, StoreOps, scope_namespace
+from .stores import open_database
+from .stores.base import Database, SyncStateFacet
 
 
 class Store:
     """An opened store. ``scope(kind, agent=..., id=...)`` gives a ``Scope``; close when done."""
 
-    def __init__(self, backend: SyncBackend, url: str = "") -> None:
-        self.backend = backend
-        self.url = url
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.url = database.url
+        self.state: SyncStateFacet = database.sync_state()
 
     def scope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> Scope:
         """The ``run``/``session``/``user`` scope of ``id``, or the ``agent`` scope (no id), of one agent."""
-        return Scope(BackendOps(self.backend, scope_namespace(kind, agent, id, env)))
+        return Scope(StoreOps(self.state, scope_namespace(kind, agent, id, env)))
 
     def close(self) -> None:
-        self.backend.close()
+        self.database.close()
 
     def __enter__(self) -> Store:
         return self
@@ -32,4 +33,9 @@ class Store:
 
 def open(url: str) -> Store:
     """Open the store at ``url`` (``memory://``, ``sqlite:///file.db``, ``postgresql://…``, ``redis://…``)."""
-    return Store(open_sync_backend(url), url)
+    database = open_database(url)
+    try:
+        return Store(database)
+    except BaseException:
+        database.close()
+        raise

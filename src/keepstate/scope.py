@@ -2,7 +2,7 @@
 
 A ``Scope`` holds the rules that do not depend on where state lives (the compare-and-set loop of
 ``update``, paging of ``keys``, defaults); a small ``ScopeOps`` object does the five primitive
-calls, either straight on a backend (``BackendOps``, here) or over HTTP (``keepstate.client``).
+calls, either straight on a store (``StoreOps``, here) or over HTTP (``keepstate.client``).
 ``AsyncScope`` is the same over awaitable ops, for async agents.
 """
 
@@ -16,7 +16,8 @@ from typing import Any, NamedTuple, Protocol
 
 from . import values
 from .errors import InvalidRequest, VersionConflict
-from .stores.base import SCOPE_KINDS, SyncBackend, namespace
+from .stores.base import SyncStateFacet
+from .stores.records import SCOPE_KINDS, namespace
 
 UPDATE_TRIES = 64
 _MISSING: Any = object()
@@ -173,10 +174,10 @@ def check_if_version(if_version: object) -> int | None:
     return if_version
 
 
-class BackendOps:
-    """``ScopeOps`` straight on a sync backend: validation, encoding, decoding."""
+class StoreOps:
+    """``ScopeOps`` straight on a store's sync state facet: validation, encoding, decoding."""
 
-    def __init__(self, backend: SyncBackend, ns: str) -> None:
+    def __init__(self, backend: SyncStateFacet, ns: str) -> None:
         self.backend = backend
         self.ns = ns
 

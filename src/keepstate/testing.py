@@ -1,7 +1,7 @@
 """``run_agent``: run an agent function once, in-process, against an embedded store — no server.
 
 The agent gets the same ``Invocation`` (or ``AsyncInvocation``) class a ``Worker`` gives it; only
-the state ops differ: they go straight to a store through ``keepstate.scope.BackendOps``, in the
+the state ops differ: they go straight to a store through ``keepstate.scope.StoreOps``, in the
 namespaces a server would use for environment ``default``. So a later ``run_agent`` on the same
 store sees the same session, agent, user and run state, and a test can drive a whole conversation
 or a hold and its resume.
@@ -27,7 +27,7 @@ from .client.records import Claim, Run
 from .embedded import Store
 from .embedded import open as open_store
 from .errors import KeepstateError, NoSession, NoUser
-from .scope import Appended, AsyncScope, BackendOps, Page, Scope, ScopeOps, Versioned, scope_namespace
+from .scope import Appended, AsyncScope, Page, Scope, ScopeOps, StoreOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
 
@@ -113,7 +113,7 @@ class AsyncOps:
 def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
     """The run, session, agent and user ops of ``claim``, as a server would scope them."""
     def ops(kind: str, id: str | None) -> ScopeOps:
-        return BackendOps(store.backend, scope_namespace(kind, claim.agent, id))
+        return StoreOps(store.state, scope_namespace(kind, claim.agent, id))
 
     session: ScopeOps = Refused(NoSession("this run has no session")) if claim.session_id is None else ops(
         "session", claim.session_id)

@@ -17,32 +17,32 @@ from typing import Any
 import orjson
 
 from . import values
-from .platform.dump import TABLES
-from .platform.repo import PlatformRepo
-from .stores import open_backend, scheme_of
-from .stores.base import Backend, StateRecord
+from .stores import capabilities_of, open_database
+from .stores.base import Database, PlatformFacet, StateFacet
+from .stores.dump import TABLES
+from .stores.records import StateRecord
 
 FORMAT, VERSION = "keepstate-export", 1
 Tick = Callable[[str], None]
 
 
-async def _open(url: str) -> tuple[Backend, PlatformRepo | None]:
-    """The store's state backend, and its platform repository where it has one.
-
-    On SQLite the two share one database; closing the backend closes it for both."""
-    if scheme_of(url) == "memory":
+async def _open(url: str) -> tuple[Database, StateFacet, PlatformFacet | None]:
+    """The store's Database, its state facet, and its platform facet where it has one."""
+    if not capabilities_of(url).shared:
         raise ValueError("memory:// lives and dies with one process: export and import need a persistent store")
-    if scheme_of(url) == "redis":
-        return await open_backend(url), None
-    from .platform import open_platform
-
-    platform = await open_platform(url)
-    return platform.state, platform.repo
+    database = open_database(url)
+    try:
+        state = await database.state()
+        repo = await database.platform() if database.capabilities.platform else None
+    except BaseException:
+        await database.aclose()
+        raise
+    return database, state, repo
 
 
 async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[bytes]:
     """The dump of the store at ``url``, one JSON line (without newline) at a time."""
-    backend, repo = await _open(url)
+    database, backend, repo = await _open(url)
     try:
         yield orjson.dumps({"type": FORMAT, "version": VERSION, "platform": repo is not None})
         for table in TABLES if repo is not None else ():
@@ -53,12 +53,12 @@ async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[byte
             yield _state_line(record)
             _tick(tick, "state")
     finally:
-        await _close(backend, repo)
+        await database.aclose()
 
 
 async def import_lines(url: str, lines: Iterable[bytes | str], tick: Tick | None = None) -> dict[str, int]:
     """Load a dump into the store at ``url``; return how many records of each kind were read."""
-    backend, repo = await _open(url)
+    database, backend, repo = await _open(url)
     counts: dict[str, int] = {}
     try:
         batch: list[dict[str, Any]] = []
@@ -84,7 +84,7 @@ async def import_lines(url: str, lines: Iterable[bytes | str], tick: Tick | None
         if batch:
             await _load(repo, batch_table, batch)
     finally:
-        await _close(backend, repo)
+        await database.aclose()
     return counts
 
 
@@ -106,7 +106,7 @@ def _parse(line: bytes | str, number: int) -> dict[str, Any] | None:
     return checked
 
 
-async def _load(repo: PlatformRepo | None, table: str, rows: list[dict[str, Any]]) -> None:
+async def _load(repo: PlatformFacet | None, table: str, rows: list[dict[str, Any]]) -> None:
     if repo is None:
         raise ValueError("this store holds state only (redis://): the dump's platform rows have nowhere to go")
     await repo.load(table, rows)
@@ -128,9 +128,3 @@ def _state_record(record: dict[str, Any]) -> StateRecord:
 def _tick(tick: Tick | None, kind: str) -> None:
     if tick is not None:
         tick(kind)
-
-
-async def _close(backend: Backend, repo: PlatformRepo | None) -> None:
-    if repo is not None:
-        await repo.aclose()
-    await backend.aclose()

@@ -5,6 +5,7 @@ sdk_seed_chat:worker`` runs it in a subprocess. The URL and key here are overrid
 (``worker.configure``) or by the command's flags.
 """
 # ruff: noqa
+# mypy: disable-error-code="no-untyped-def"
 import keepstate
 
 WORKER_KEY = None

@@ -1,7 +1,7 @@
-"""The ``PlatformRepo`` contract, run on every repository: memory, SQLite and PostgreSQL.
+"""The platform facet's contract, run on every store that declares one.
 
-Each test opens a fresh store with ``open_platform(url)`` and drives its ``.repo`` directly, so
-what is proven is the repository's atomicity, not the service's checks. The concurrency tests
+Each test opens a fresh store with ``open_platform(url)`` and drives its facet (``.repo``) directly,
+so what is proven is the facet's atomicity, not the service's checks. The concurrency tests
 fire many operations at once with ``asyncio.gather`` (on PostgreSQL each on its own pooled
 connection, so the database really interleaves them). No test branches on the backend.
 """
@@ -15,12 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from backends import declaring
+from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
 from keepstate.platform import Platform, open_platform
-from keepstate.platform.models import NULL, Claimed, Invocation, KeyRecord, Run, Session, now_ms
-from keepstate.platform.repo import Outcome, PlatformRepo, RunFilter
+from keepstate.stores.base import Database, PlatformFacet
+from keepstate.stores.records import (
+    NULL,
+    Claimed,
+    Outcome,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+)
 
-pytestmark = pytest.mark.parametrize("backend_url", ["memory", "sqlite", "postgres"], indirect=True)
+pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 ENV = "default"
 _ids = itertools.count(1)
 
@@ -33,36 +44,45 @@ async def platform(backend_url: str) -> AsyncIterator[Platform]:
 
 
 @pytest.fixture
-def repo(platform: Platform) -> PlatformRepo:
+def repo(platform: Platform) -> PlatformFacet:
     return platform.repo
+
+
+@pytest.fixture
+def database(platform: Platform) -> Database:
+    return platform.database
 
 
 def uid(prefix: str) -> str:
     return f"{prefix}_{next(_ids)}_{now_ms()}"
 
 
-def new_run(agent: str = "chat", session_id: str | None = None, idem: str | None = None, owner: str = "k1") -> Run:
+def new_run(
+    agent: str = "chat", session_id: str | None = None, idem: str | None = None, owner: str = "k1"
+) -> StoredRun:
     now = now_ms()
-    return Run(ENV, uid("run"), agent, owner, session_id, None, None, "queued", b'{"in":1}', now, now,
-               idempotency_key=idem)
+    return StoredRun(
+        ENV, uid("run"), agent, owner, session_id, None, None, "queued", b'{"in":1}', now, now, idempotency_key=idem
+    )
 
 
-def start_inv(run: Run, kind: str = "start") -> Invocation:
-    return Invocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
+def start_inv(run: StoredRun, kind: str = "start") -> StoredInvocation:
+    return StoredInvocation(uid("inv"), ENV, run.id, run.agent, kind, "queued", now_ms())
 
 
-async def start(repo: PlatformRepo, run: Run, caller: str = "k1") -> tuple[Run, bool]:
+async def start(repo: PlatformFacet, run: StoredRun, caller: str = "k1") -> tuple[StoredRun, bool]:
     return await repo.start_run(run, caller, start_inv(run))
 
 
-async def session(repo: PlatformRepo, session_id: str | None = None, owner: str = "k1") -> str:
+async def session(repo: PlatformFacet, session_id: str | None = None, owner: str = "k1") -> str:
     sid = session_id or uid("ses")
-    await repo.create_session(Session(ENV, sid, owner, "u1", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, sid, owner, "u1", b"{}", now_ms()))
     return sid
 
 
-async def claim(repo: PlatformRepo, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
-                ) -> Claimed | None:
+async def claim(
+    repo: PlatformFacet, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
+) -> Claimed | None:
     now = now_ms()
     return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now)
 
@@ -70,9 +90,9 @@ async def claim(repo: PlatformRepo, agent: str = "chat", token: str | None = Non
 # ---------------------------------------------------------------- keys
 
 
-async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
+async def test_keys_add_find_list_revoke(repo: PlatformFacet) -> None:
     assert not await repo.has_keys()
-    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+    key = StoredKey(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "hash-1")
     assert await repo.has_keys()
     found = await repo.key_by_hash("hash-1")
@@ -88,22 +108,22 @@ async def test_keys_add_find_list_revoke(repo: PlatformRepo) -> None:
     assert not await repo.has_keys()
 
 
-async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformRepo) -> None:
-    keys = [KeyRecord(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
+async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformFacet) -> None:
+    keys = [StoredKey(uid("key"), "default", "admin", "bootstrap", now_ms()) for _ in range(8)]
     won = await asyncio.gather(*(repo.add_first_key(key, f"first-{n}") for n, key in enumerate(keys)))
     assert sorted(won) == [False] * 7 + [True]
     winner = won.index(True)
     assert [k.id for k in await repo.list_keys("default")] == [keys[winner].id]
-    assert not await repo.add_first_key(KeyRecord(uid("key"), "default", "admin", None, now_ms()), "late")
+    assert not await repo.add_first_key(StoredKey(uid("key"), "default", "admin", None, now_ms()), "late")
     assert await repo.key_by_hash("late") is None
 
 
-async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformRepo) -> None:
-    key = KeyRecord(uid("key"), ENV, "member", "m", now_ms())
+async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformFacet) -> None:
+    key = StoredKey(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "boot")
     await repo.revoke_key(ENV, key.id)
-    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
-    await repo.ensure_admin_key(KeyRecord(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
+    await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
     found = await repo.key_by_hash("boot")
     assert found is not None and (found.role, found.revoked) == ("admin", False)
     assert len(await repo.list_keys(ENV)) == 1
@@ -112,13 +132,13 @@ async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: Pl
 # ---------------------------------------------------------------- sessions
 
 
-async def test_sessions_create_once_get_list_and_page(repo: PlatformRepo) -> None:
-    first, created = await repo.create_session(Session(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
+async def test_sessions_create_once_get_list_and_page(repo: PlatformFacet) -> None:
+    first, created = await repo.create_session(StoredSession(ENV, "s1", "k1", "u1", b'{"a":1}', now_ms()))
     assert created and (first.owner, first.user, first.metadata) == ("k1", "u1", b'{"a":1}')
-    again, created = await repo.create_session(Session(ENV, "s1", "k2", None, b"{}", now_ms()))
+    again, created = await repo.create_session(StoredSession(ENV, "s1", "k2", None, b"{}", now_ms()))
     assert not created and (again.owner, again.metadata) == ("k1", b'{"a":1}')
-    await repo.create_session(Session(ENV, "s2", "k2", "u2", b"{}", now_ms()))
-    await repo.create_session(Session(ENV, "s3", "k1", "u2", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, "s2", "k2", "u2", b"{}", now_ms()))
+    await repo.create_session(StoredSession(ENV, "s3", "k1", "u2", b"{}", now_ms()))
     assert await repo.get_session(ENV, "s1") == first
     assert await repo.get_session("other", "s1") is None
     assert [s.id for s in await repo.list_sessions(ENV, None, None, 0, 10)] == ["s1", "s2", "s3"]
@@ -128,35 +148,82 @@ async def test_sessions_create_once_get_list_and_page(repo: PlatformRepo) -> Non
     assert [s.id for s in await repo.list_sessions(ENV, None, None, page[-1].seq, 2)] == ["s3"]
 
 
-async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformRepo) -> None:
-    results = await asyncio.gather(*(
-        repo.create_session(Session(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12)
-    ))
+async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformFacet) -> None:
+    results = await asyncio.gather(
+        *(repo.create_session(StoredSession(ENV, "same", f"k{i}", None, b"{}", now_ms())) for i in range(12))
+    )
     assert sum(created for _, created in results) == 1
     assert len({s.owner for s, _ in results}) == 1
 
 
-async def test_delete_session_absent_busy_idle(repo: PlatformRepo) -> None:
-    assert await repo.delete_session(ENV, "nope") is None
+async def test_delete_session_absent_busy_idle(repo: PlatformFacet, database: Database) -> None:
+    assert await database.delete_session(ENV, "nope", now_ms()) is None
     sid = await session(repo)
     await start(repo, new_run("chat", sid))
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid)
+        await database.delete_session(ENV, sid, now_ms())
     claimed = await claim(repo, token="t-del")
     assert claimed is not None
     with pytest.raises(SessionBusy):
-        await repo.delete_session(ENV, sid)
+        await database.delete_session(ENV, sid, now_ms())
     await repo.finish(claimed.invocation.id, "t-del", Outcome("complete", b"1"), now_ms())
-    assert await repo.delete_session(ENV, sid) == ["chat"]
+    assert await database.delete_session(ENV, sid, now_ms()) == ["chat"]
     assert await repo.get_session(ENV, sid) is None
     with pytest.raises(NotFound):
         await start(repo, new_run("chat", sid))
 
 
+async def _held_run(repo: PlatformFacet, sid: str, token: str) -> StoredRun:
+    run, _ = await start(repo, new_run("chat", sid))
+    claimed = await claim(repo, token=token)
+    assert claimed is not None and claimed.run.id == run.id
+    await repo.finish(claimed.invocation.id, token, Outcome("hold", b"null"), now_ms())
+    return run
+
+
+async def test_deleting_a_session_cancels_its_held_runs(repo: PlatformFacet, database: Database) -> None:
+    sid = await session(repo)
+    held = await _held_run(repo, sid, "t-held-del")
+    assert await database.delete_session(ENV, sid, now_ms()) == ["chat"]
+    found = await repo.get_run(ENV, held.id)
+    assert found is not None and found.status == "cancelled"
+    assert await repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()) is None
+    await session(repo, sid, owner="k2")  # the id again, by someone else: nothing of the old one blocks it
+    _, created = await start(repo, new_run("chat", sid, owner="k2"), caller="k2")
+    assert created
+
+
+async def test_a_decision_racing_a_session_delete_never_queues_a_resume_in_a_deleted_session(
+    repo: PlatformFacet,
+    database: Database,
+) -> None:
+    for round_ in range(10):
+        sid = await session(repo)
+        held = await _held_run(repo, sid, f"t-race-{round_}")
+        decided, deleted = await asyncio.gather(
+            repo.decide(ENV, held.id, b"{}", start_inv(held, "resume"), now_ms()),
+            database.delete_session(ENV, sid, now_ms()),
+            return_exceptions=True,
+        )
+        run = await repo.get_run(ENV, held.id)
+        assert run is not None
+        if isinstance(deleted, SessionBusy):  # the decision came first: the resume is queued, the session kept
+            assert decided is not None and run.status == "queued"
+            assert await repo.get_session(ENV, sid) is not None
+        else:  # the delete came first: the run is cancelled and no resume was queued
+            assert deleted == ["chat"] and decided is None and run.status == "cancelled"
+            assert await claim(repo) is None
+        resume = await claim(repo)
+        if resume is not None:
+            await repo.finish(
+                resume.invocation.id, resume.invocation.token_hash or "", Outcome("complete", b"1"), now_ms()
+            )
+
+
 # ---------------------------------------------------------------- runs
 
 
-async def test_start_run_one_turn_per_session(repo: PlatformRepo) -> None:
+async def test_start_run_one_turn_per_session(repo: PlatformFacet) -> None:
     sid = await session(repo)
     run, created = await start(repo, new_run("chat", sid))
     assert created and (run.status, run.session_id, run.input) == ("queued", sid, b'{"in":1}')
@@ -173,7 +240,7 @@ async def test_start_run_one_turn_per_session(repo: PlatformRepo) -> None:
         await start(repo, new_run("chat", "no-such-session"))
 
 
-async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: PlatformRepo) -> None:
+async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: PlatformFacet) -> None:
     sid = await session(repo)
     held, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token="t-hold")
@@ -190,7 +257,7 @@ async def test_a_held_run_does_not_block_and_its_resume_is_never_refused(repo: P
     assert (second.run.id, second.invocation.kind, second.run.decision) == (held.id, "resume", b'{"approved":true}')
 
 
-async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: PlatformRepo) -> None:
+async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: PlatformFacet) -> None:
     sid = await session(repo)
 
     async def one() -> bool:
@@ -204,7 +271,7 @@ async def test_many_concurrent_turns_in_one_session_exactly_one_starts(repo: Pla
     assert len(runs) == 1
 
 
-async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformRepo) -> None:
+async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformFacet) -> None:
     first, created = await start(repo, new_run(idem="once"), caller="k1")
     again, created_again = await start(repo, new_run(idem="once"), caller="k1")
     assert created and not created_again and again.id == first.id
@@ -219,7 +286,7 @@ async def test_idempotency_key_returns_the_first_run_per_caller(repo: PlatformRe
     assert (retry.id, created) == (turn.id, False)
 
 
-async def test_get_and_list_runs(repo: PlatformRepo) -> None:
+async def test_get_and_list_runs(repo: PlatformFacet) -> None:
     sid = await session(repo)
     a, _ = await start(repo, new_run("chat", sid, owner="k1"))
     b, _ = await start(repo, new_run("chat", owner="k2"))
@@ -233,7 +300,7 @@ async def test_get_and_list_runs(repo: PlatformRepo) -> None:
     assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, None, None, every[0].seq, 10))] == [b.id]
 
 
-async def test_decide_only_a_held_run(repo: PlatformRepo) -> None:
+async def test_decide_only_a_held_run(repo: PlatformFacet) -> None:
     run, _ = await start(repo, new_run())
     assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None
     assert await repo.decide(ENV, "nope", b"{}", start_inv(run, "resume"), now_ms()) is None
@@ -244,7 +311,7 @@ async def test_decide_only_a_held_run(repo: PlatformRepo) -> None:
     assert await repo.decide(ENV, run.id, b"{}", start_inv(run, "resume"), now_ms()) is None  # once
 
 
-async def test_cancel_queued_held_running_and_done(repo: PlatformRepo) -> None:
+async def test_cancel_queued_held_running_and_done(repo: PlatformFacet) -> None:
     queued, _ = await start(repo, new_run("q"))
     cancelled = await repo.cancel(ENV, queued.id, now_ms())
     assert cancelled is not None and cancelled.status == "cancelled"
@@ -266,7 +333,7 @@ async def test_cancel_queued_held_running_and_done(repo: PlatformRepo) -> None:
     assert await repo.cancel(ENV, "nope", now_ms()) is None
 
 
-async def test_cancel_racing_claims_never_both_wins(repo: PlatformRepo) -> None:
+async def test_cancel_racing_claims_never_both_wins(repo: PlatformFacet) -> None:
     """A queued run is either cancelled (never claimed) or claimed (then only cancel_requested)."""
     runs = [(await start(repo, new_run("race")))[0] for _ in range(10)]
     claims = [claim(repo, "race") for _ in range(10)]
@@ -285,7 +352,7 @@ async def test_cancel_racing_claims_never_both_wins(repo: PlatformRepo) -> None:
 # ---------------------------------------------------------------- invocations
 
 
-async def test_claims_are_exclusive_under_concurrency(repo: PlatformRepo) -> None:
+async def test_claims_are_exclusive_under_concurrency(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("work")))[0] for _ in range(20)]
     assert await repo.has_queued(ENV, ["other", "work"]) and not await repo.has_queued(ENV, ["other"])
     results = await asyncio.gather(*(claim(repo, "work") for _ in range(40)))
@@ -297,7 +364,7 @@ async def test_claims_are_exclusive_under_concurrency(repo: PlatformRepo) -> Non
     assert not await repo.has_queued(ENV, ["work"])
 
 
-async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformRepo) -> None:
+async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformFacet) -> None:
     first, _ = await start(repo, new_run("a"))
     await start(repo, new_run("a"))
     await start(repo, new_run("b"))
@@ -306,14 +373,19 @@ async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: 
     assert claimed is not None and claimed.run.id == first.id
 
 
-async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
+async def test_token_context_heartbeat_and_finish(repo: PlatformFacet) -> None:
     sid = await session(repo)
     run, _ = await start(repo, new_run("chat", sid))
     claimed = await claim(repo, token="t-live")
     assert claimed is not None
     ctx = await repo.token_context("t-live")
     assert ctx is not None and (ctx.run_id, ctx.invocation_id, ctx.session_id, ctx.agent, ctx.owner) == (
-        run.id, claimed.invocation.id, sid, "chat", "k1")
+        run.id,
+        claimed.invocation.id,
+        sid,
+        "chat",
+        "k1",
+    )
     assert await repo.token_context("t-unknown") is None
     inv_id = claimed.invocation.id
     assert await repo.heartbeat(inv_id, "t-live", now_ms(), now_ms() + 60_000) is False
@@ -331,7 +403,7 @@ async def test_token_context_heartbeat_and_finish(repo: PlatformRepo) -> None:
     assert await repo.finish(inv_id, "t-live", Outcome("fail", b"1"), now_ms()) is None
 
 
-async def test_fail_keeps_the_error(repo: PlatformRepo) -> None:
+async def test_fail_keeps_the_error(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-f")
     assert claimed is not None
@@ -339,7 +411,7 @@ async def test_fail_keeps_the_error(repo: PlatformRepo) -> None:
     assert failed is not None and (failed.status, failed.error) == ("failed", b'{"type":"X"}')
 
 
-async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformRepo) -> None:
+async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-once")
     assert claimed is not None
@@ -348,7 +420,7 @@ async def test_concurrent_finishes_of_one_invocation_end_it_once(repo: PlatformR
     assert sum(r is not None for r in results) == 1
 
 
-async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: PlatformRepo) -> None:
+async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("exp")))[0] for _ in range(6)]
     tokens = [f"t-exp-{i}" for i in range(6)]
     for token in tokens:
@@ -368,7 +440,7 @@ async def test_expired_lease_interrupts_the_run_once_and_kills_the_token(repo: P
     assert await repo.token_context("t-keep") is not None
 
 
-async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformRepo) -> None:
+async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformFacet) -> None:
     await start(repo, new_run())
     claimed = await claim(repo, token="t-late", lease_ms=-1)
     assert claimed is not None
@@ -376,21 +448,21 @@ async def test_a_heartbeat_after_the_lease_ran_out_is_refused(repo: PlatformRepo
     assert await repo.finish(claimed.invocation.id, "t-late", Outcome("complete", b"1"), now_ms()) is None
 
 
-async def test_ping(repo: PlatformRepo) -> None:
-    await repo.ping()
+async def test_ping(database: Database) -> None:
+    await database.ping()
 
 
 # ---------------------------------------------------------------- export and import
 
 
 async def test_dumped_rows_load_into_fresh_sqlite_and_postgres_stores(
-    repo: PlatformRepo, backend_url: str, pg_url: str, tmp_path: Path
+    repo: PlatformFacet, backend_url: str, pg_url: str, tmp_path: Path
 ) -> None:
     """Every table moves with its numbering; a store that dies with its process declares it by refusing."""
     from keepstate.errors import InvalidRequest
-    from keepstate.platform.dump import TABLES
+    from keepstate.stores.dump import TABLES
 
-    await repo.add_key(KeyRecord(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
+    await repo.add_key(StoredKey(uid("key"), ENV, "worker", "w", now_ms()), "moved-key")
     sid = await session(repo, "moved-session")
     held, _ = await start(repo, new_run("mv", sid, idem="i1"))
     claimed = await claim(repo, "mv", token="t-mv")

@@ -1,7 +1,7 @@
 """The state store contract, run on every backend: a backend that passes this is correct.
 
 Driven through the public embedded API (``keepstate.open(url).scope(...)``), which exercises the
-sync face, plus the async face directly (``stores.open_backend``). No test branches on the backend.
+sync face, plus the async face directly (``Database.state()``). No test branches on the backend.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import keepstate
-from keepstate.stores import open_backend
-from keepstate.stores.base import StateRecord
+from backends import declaring
+from keepstate.stores import open_database
+from keepstate.stores.records import StateRecord
 from keepstate.values import MAX_VALUE_BYTES
 
-BACKENDS = ["memory", "sqlite", "postgres", "redis"]
-pytestmark = pytest.mark.parametrize("backend_url", BACKENDS, indirect=True)
+pytestmark = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
 
 
 @pytest.fixture
@@ -220,7 +220,7 @@ def test_drop_empties_a_namespace_and_versions_continue(store: keepstate.Store) 
     scope.put("a", 1)
     scope.append("h", [1, 2])
     keep.put("a", 1)
-    store.backend.drop(keepstate.scope.scope_namespace("session", "chat", "gone"))
+    store.state.drop(keepstate.scope.scope_namespace("session", "chat", "gone"))
     assert list(scope.keys()) == []
     assert scope.get_versioned("h") == (None, 0)
     assert keep.get("a") == 1
@@ -234,24 +234,25 @@ def test_records_restore_round_trip(store: keepstate.Store, backend_url: str) ->
     scope.append("h", ["a", "b"])
     scope.put("gone", 1)
     scope.delete("gone")
-    records = sorted(store.backend.records(), key=lambda r: (r.ns, r.key))
+    records = sorted(store.state.records(), key=lambda r: (r.ns, r.key))
     summary = [(r.key, r.version, r.data is None) for r in records]
     assert summary == [("gone", 1, True), ("h", 1, False), ("v", 2, False)]
     copy = keepstate.open("memory://")
     for record in records:
-        copy.backend.restore(record)
+        copy.state.restore(record)
     copied = copy.scope("user", agent="chat", id="u-1")
     assert copied.get_versioned("v") == ({"x": 2}, 2)
     assert copied.get("h") == ["a", "b"]
     assert copied.put("gone", 5) == 2
     for record in records:  # and back into a store of this backend's kind
-        store.backend.restore(StateRecord(record.ns, record.key + "2", record.version, record.data))
+        store.state.restore(StateRecord(record.ns, record.key + "2", record.version, record.data))
     assert scope.get_versioned("v2") == ({"x": 2}, 2)
     assert scope.append("h2", ["c"]) == (2, 3)
 
 
 async def test_async_face_keeps_the_same_rules(backend_url: str) -> None:
-    backend = await open_backend(backend_url)
+    database = open_database(backend_url)
+    backend = await database.state()
     try:
         ns = keepstate.scope.scope_namespace("agent", "chat", None)
         results = await asyncio.gather(
@@ -266,9 +267,9 @@ async def test_async_face_keeps_the_same_rules(backend_url: str) -> None:
         assert await backend.keys(ns) == [("log", 30), ("race", 1)]
         assert await backend.delete(ns, "race") is True
         assert await backend.get(ns, "race") is None
-        await backend.ping()
+        await database.ping()
     finally:
-        await backend.aclose()
+        await database.aclose()
 
 
 _text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))

@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 import keepstate
+from backends import declaring
 from store_workers import MIXED_NS, run_mixed_writers
 
-SHARED = ["sqlite", "postgres", "redis"]
+SHARED = declaring("shared")
 pytestmark = pytest.mark.parametrize("backend_url", SHARED, indirect=True)
 _spawn = multiprocessing.get_context("spawn")
 
@@ -66,11 +67,11 @@ def test_versions_never_repeat_under_mixed_writers_in_four_processes(backend_url
     won = run_mixed_writers(backend_url)
     assert len(won) == len(set(won)), "a version was handed out twice"
     with keepstate.open(backend_url) as store:
-        live = dict(store.backend.keys(MIXED_NS))
+        live = dict(store.state.keys(MIXED_NS))
         for key in ("k0", "k1", "k2"):
             mine = sorted(version for name, version in won if name == key)
             assert mine == list(range(1, len(mine) + 1)), "every write of a key got the next version"
-            entry = store.backend.get(MIXED_NS, key)
+            entry = store.state.get(MIXED_NS, key)
             assert (entry is None) == (key not in live), "keys() agrees with get()"
             if entry is not None:
                 orjson.loads(entry.data)  # whatever the interleaving, the stored value is whole JSON

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-HARNESS_BACKENDS = ["memory", "sqlite", "postgres"]
-"""Every backend of the harness store (not Redis: see docs/harness-store.md)."""
-SHARED_BACKENDS = ["sqlite", "postgres"]
-"""The backends several processes can share."""
+from backends import declaring
+
+HARNESS_BACKENDS = declaring("harness")
+"""Every backend that declares the harness facet."""
+SHARED_BACKENDS = declaring("harness", "shared")
+"""Those that several processes can share."""
 SMALL_CHUNK = 7
 """Bytes per log row in tests: small enough that most entries span several rows."""

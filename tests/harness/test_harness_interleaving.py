@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from keepstate.harness import HarnessStore, LogAppend, open_harness_store
-from keepstate.harness.postgres import PostgresTx
+from keepstate.stores.postgres.harness import PostgresTx
 
 APPEND_LANDS_S = 0.5
 S, LOG = "s", "log"

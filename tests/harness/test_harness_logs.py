@@ -9,7 +9,7 @@ from harness_support import HARNESS_BACKENDS, SMALL_CHUNK
 
 from keepstate.errors import InvalidRequest
 from keepstate.harness import HarnessStore, LogAppend
-from keepstate.harness.records import split_chunks
+from keepstate.stores.sql.harness_rows import split_chunks
 
 pytestmark = pytest.mark.parametrize("backend_url", HARNESS_BACKENDS, indirect=True)
 

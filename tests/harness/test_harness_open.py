@@ -10,7 +10,8 @@ import pytest
 
 from keepstate.errors import InvalidKey, InvalidRequest, InvalidValue, TooLarge, Unavailable
 from keepstate.harness import Done, LogAppend, Unanswered, open_harness_store
-from keepstate.harness.records import MAX_ENTRY_BYTES, join_chunks, split_chunks
+from keepstate.harness.records import MAX_ENTRY_BYTES
+from keepstate.stores.sql.harness_rows import join_chunks, split_chunks
 from keepstate.values import MAX_VALUE_BYTES
 
 
@@ -31,10 +32,15 @@ def test_a_bad_chunk_size_is_refused(size: object) -> None:
         open_harness_store("memory://", chunk_size=size)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "mysql://x", "harness.db"])
+@pytest.mark.parametrize("url", ["mysql://x", "harness.db"])
 def test_an_unknown_scheme_is_refused(url: str) -> None:
-    with pytest.raises(ValueError, match="memory://, sqlite:/// or postgresql://"):
+    with pytest.raises(ValueError, match="unknown store URL"):
         open_harness_store(url)
+
+
+def test_a_store_without_a_harness_says_which_stores_have_one() -> None:
+    with pytest.raises(InvalidRequest, match="memory://, sqlite:/// or postgresql://"):
+        open_harness_store("redis://127.0.0.1:6379/0")
 
 
 def test_an_unreachable_database_is_unavailable(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ def server_env_key(server: ServerInfo) -> str:
     import subprocess
     import sys
 
-    store = server.process.args[server.process.args.index("--store") + 1]  # type: ignore[union-attr,index]
+    args = [str(arg) for arg in server.process.args]  # type: ignore[union-attr]
+    store = args[args.index("--store") + 1]
     out = subprocess.run(
         [sys.executable, "-c", "from keepstate.cli import main; main(prog_name='keepstate')",
          "keys", "create", "--env", "other", "--role", "admin", "--store", store],

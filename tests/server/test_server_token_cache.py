@@ -17,8 +17,8 @@ import httpx
 import pytest
 from server_helpers import bearer, token
 
+from keepstate.clock import now_ms
 from keepstate.platform import Platform, service
-from keepstate.platform.models import now_ms
 from keepstate.server.app import create_app
 from serverproc import running_server
 

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from backends import declaring
 from serverproc import free_port
 
 __all__ = ["free_port"]  # re-exported for the session tests
 
-ALL = ["memory", "sqlite", "postgres", "redis"]
-SHARED = ["sqlite", "postgres", "redis"]  # backends several processes can share
+ALL = declaring("leases")
+SHARED = declaring("leases", "shared")  # backends several processes can share
 
 
 class Proxy:

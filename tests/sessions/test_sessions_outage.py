@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from sessions_support import Proxy, free_port, target_of, with_port
 
+from backends import NETWORK
 from keepstate import Unavailable
 from keepstate.sessions import InterruptedExecution, SessionManager, open_session_store
-
-NETWORK = ["postgres", "redis"]
 
 
 @pytest.mark.parametrize("backend_url", NETWORK, indirect=True)
@@ -22,7 +22,8 @@ async def test_unreachable_store_raises_unavailable_without_running_anything(bac
     async def effect_body() -> None:
         ran.append("effect")
 
-    for call in (lambda: store.get("s"), lambda: store.transact("s", effect_body)):
+    calls: list[Callable[[], Awaitable[object]]] = [lambda: store.get("s"), lambda: store.transact("s", effect_body)]
+    for call in calls:
         with pytest.raises(Unavailable):
             await asyncio.wait_for(call(), timeout=15)  # an error, never a hang
     with pytest.raises(Unavailable):

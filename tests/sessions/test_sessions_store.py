@@ -5,29 +5,30 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from sessions_support import ALL
 
 from keepstate import InvalidKey
+from keepstate.clock import now_ms
 from keepstate.sessions import (
     LeaseLost,
     SessionLocked,
     SessionState,
     SessionStore,
-    Stored,
-    open_backend,
+    open_leases,
     open_session_store,
 )
-from keepstate.sessions.state import now_ms
+from keepstate.stores.records import Blob
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
 
 @pytest.fixture
-async def store(backend_url: str) -> SessionStore:
+async def store(backend_url: str) -> AsyncIterator[SessionStore]:
     opened = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
-    yield opened  # type: ignore[misc]
+    yield opened
     await opened.aclose()
 
 
@@ -126,7 +127,7 @@ async def test_different_sessions_do_not_wait_for_each_other(store: SessionStore
 
     a, b = store.transact("a", lambda: meet("a", "b")), store.transact("b", lambda: meet("b", "a"))
     both = await asyncio.gather(a, b)
-    assert both == ["a", "b"]
+    assert list(both) == ["a", "b"]
 
 
 async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) -> None:
@@ -144,15 +145,16 @@ async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) 
 
 
 async def test_stale_token_write_is_refused(backend_url: str) -> None:
-    backend = open_backend(backend_url)
+    leases = open_leases(backend_url)
+    backend = await leases.facet()
     first = await backend.acquire("f", 200)
     assert first is not None
     assert await backend.acquire("f", 200) is None  # held
-    assert await backend.write("f", Stored(b"{}", None), first)
+    assert await backend.write("f", Blob(b"{}", None), first)
     await asyncio.sleep(0.3)
     second = await backend.acquire("f", 5000)
     assert second is not None and second > first  # tokens only grow
-    assert not await backend.write("f", Stored(b'{"stale":1}', None), first)
+    assert not await backend.write("f", Blob(b'{"stale":1}', None), first)
     assert not await backend.remove("f", first)
     assert not await backend.touch("f", now_ms(), first)
     assert not await backend.renew("f", first, 1000)
@@ -163,7 +165,7 @@ async def test_stale_token_write_is_refused(backend_url: str) -> None:
     await backend.release("f", second)
     third = await backend.acquire("f", 1000)
     assert third is not None and third > second
-    await backend.close()
+    await leases.aclose()
 
 
 async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -> None:

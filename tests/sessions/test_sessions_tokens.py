@@ -11,8 +11,8 @@ import pytest
 from sessions_support import ALL
 
 from keepstate import KeepstateError
-from keepstate.sessions import open_backend, open_session_store, open_token_store
-from keepstate.sessions.state import now_ms
+from keepstate.clock import now_ms
+from keepstate.sessions import open_leases, open_session_store, open_token_store
 from keepstate.sessions.tokens import new_key
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
@@ -33,9 +33,9 @@ async def test_put_get_delete_and_sealed_at_rest(backend_url: str) -> None:
     async with open_token_store(backend_url, keys=[os.urandom(32)]) as tokens:
         await tokens.put("user-1", SECRET)
         assert await tokens.get("user-1") == SECRET
-        raw_backend = open_backend(backend_url, "tokens")
-        raw = await raw_backend.read("user-1")
-        await raw_backend.close()
+        raw_leases = open_leases(backend_url, "tokens")
+        raw = await (await raw_leases.facet()).read("user-1")
+        await raw_leases.aclose()
         assert raw is not None and SECRET.encode() not in raw.data and b"tok_live" not in raw.data
         async with open_session_store(backend_url) as sessions:
             assert await sessions.get("user-1") is None  # not in the session space

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from ..platform.models import ROLES
+from ..stores.records import ROLES
 
 
 @click.group()

@@ -11,33 +11,29 @@ import asyncio
 import click
 
 from ..errors import KeepstateError
-from ..stores import scheme_of
+from ..stores import open_database
 
 
 async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
-    done = []
-    if scheme_of(store) != "redis":
-        from ..platform import open_platform
+    """Open every facet the store declares (each migrates as it opens); what was migrated."""
+    database = open_database(store)
+    declared = database.capabilities
+    done = ["state and platform" if declared.platform else "state"]
+    try:
+        await database.state()
+        if declared.platform:
+            await database.platform()
+        if declared.leases:
+            await database.leases("sessions")
+            done.append("session store")
+        for prefix in harness_prefixes:
+            from ..harness.records import DEFAULT_CHUNK_SIZE, check_prefix
 
-        platform = await open_platform(store)
-        await platform.aclose()
-        done.append("state and platform")
-    else:
-        from ..stores import open_backend
-
-        await (await open_backend(store)).aclose()
-        done.append("state")
-    from ..sessions import open_session_store
-
-    sessions = open_session_store(store)
-    await sessions.get("keepstate-migrate")  # the session store creates its tables on first use
-    await sessions.aclose()
-    done.append("session store")
-    for prefix in harness_prefixes:
-        from ..harness import open_harness_store
-
-        open_harness_store(store, prefix=prefix).close()
-        done.append(f"harness store {prefix!r}")
+            declared.require("harness", store)
+            database.harness(check_prefix(prefix), DEFAULT_CHUNK_SIZE)
+            done.append(f"harness store {prefix!r}")
+    finally:
+        await database.aclose()
     return done
 
 

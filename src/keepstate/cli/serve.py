@@ -29,16 +29,14 @@ def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
     """Serve the HTTP API."""
     import uvicorn
 
-    from ..stores import scheme_of
+    from ..errors import KeepstateError
+    from ..stores import capabilities_of
 
     try:
-        scheme = scheme_of(store)
-    except ValueError as error:
+        declared = capabilities_of(store)
+        declared.require("platform", store)
+    except (ValueError, KeepstateError) as error:
         raise click.BadParameter(str(error), param_hint="--store") from None
-    if scheme == "redis":
-        raise click.BadParameter(
-            "the server keeps keys, sessions and runs, which need PostgreSQL or SQLite; Redis serves the state "
-            "store (keepstate.open) and the session store (keepstate.sessions)", param_hint="--store")
     admin_key = os.environ.get("KEEPSTATE_ADMIN_KEY") or None
     options: dict[str, Any] = {"host": host, "port": port, "loop": "uvloop", "http": "httptools", "access_log": False,
                "log_level": "warning", "timeout_graceful_shutdown": 10}
@@ -48,7 +46,7 @@ def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
 
         uvicorn.run(create_app(store, lease, bootstrap_admin=True, admin_key=admin_key), **options)
         return
-    if scheme == "memory":
+    if not declared.shared:
         raise click.BadParameter("a memory:// store lives in one process: use --workers 1", param_hint="--workers")
     asyncio.run(_bootstrap(store, admin_key))
     os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease)})

@@ -18,7 +18,7 @@ import orjson
 
 from ..errors import KeepstateError, NotFound
 from ..scope import Scope
-from ..stores.base import SCOPE_KINDS
+from ..stores.records import SCOPE_KINDS
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_STORE = "sqlite:///keepstate.db"

@@ -26,6 +26,7 @@ import orjson
 
 from .. import values
 from ..errors import KeepstateError, Unavailable, from_wire
+from ..protocol import RUN_TOKEN_HEADER
 
 T = TypeVar("T")
 
@@ -34,7 +35,6 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3
 MAX_RETRY_AFTER = 30.0
 RETRY_STATUSES = frozenset({502, 503, 504})
-TOKEN_HEADER = "x-agentos-run-token"
 USER_AGENT = "keepstate-python"
 
 
@@ -96,7 +96,7 @@ class Call(Generic[T]):
     def headers(self, config: Config) -> dict[str, str]:
         headers = {"content-type": "application/json"} if self.content is not None else {}
         if self.auth == "token":
-            headers[TOKEN_HEADER] = self.token or ""
+            headers[RUN_TOKEN_HEADER] = self.token or ""
         elif config.key:
             headers["authorization"] = f"Bearer {config.key}"
         return headers

@@ -8,13 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import values
+from ..protocol import MAX_CLAIM_WAIT_S, MAX_RUN_WAIT_S
 from ..scope import Appended, Page, Versioned, check_if_version
 from ._core import Call, _keep, _none, body, query, segment
 from .records import Claim, Heartbeat, Key, Run, Session
-
-MAX_RUN_WAIT = 60.0
-MAX_CLAIM_WAIT = 30.0
-
 
 # -- sessions --------------------------------------------------------------------------------
 
@@ -55,7 +52,7 @@ def start_run(
 def get_run(run_id: str, wait: float | None = None) -> Call[Run]:
     """Read a run; with ``wait`` (≤ 60 s) the server answers once it is no longer queued or running."""
     if wait is not None:
-        wait = max(0.0, min(MAX_RUN_WAIT, float(wait)))
+        wait = max(0.0, min(MAX_RUN_WAIT_S, float(wait)))
     return Call(
         "GET", f"/v0/runs/{segment(run_id)}", Run.from_dict,
         params=query(wait=None if wait is None else round(wait, 3)), safe=True, long_poll=wait or 0.0,
@@ -105,7 +102,7 @@ def claim(agents: list[str], wait: float) -> Call[Claim | None]:
 
     Not safe to repeat: a claim whose answer is lost would be held by nobody until its lease ends.
     """
-    wait = max(0.0, min(MAX_CLAIM_WAIT, float(wait)))
+    wait = max(0.0, min(MAX_CLAIM_WAIT_S, float(wait)))
 
     def parse(answer: Any) -> Claim | None:
         return None if answer is None else Claim.from_dict(answer)

@@ -16,7 +16,7 @@ The store is synchronous, like the seed's. See docs/harness-store.md.
 
 from __future__ import annotations
 
-from .engines import open_engine
+from ..stores import open_database
 from .records import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_PREFIX,
@@ -32,7 +32,6 @@ from .records import (
     check_chunk_size,
     check_prefix,
 )
-from .schema import component, steps
 from .store import HarnessStore
 
 
@@ -42,18 +41,18 @@ def open_harness_store(url: str, prefix: str = DEFAULT_PREFIX, chunk_size: int =
     ``prefix`` names the tables, so several stores can share one database without seeing each
     other: a letter, then letters, digits or ``_`` (at most 40), never ``_cf_…``. ``chunk_size`` is
     the most bytes of one log entry's JSON per row; larger entries continue on further rows.
-    Raises InvalidRequest for a bad prefix or chunk size, ValueError for an unknown URL scheme,
-    Unavailable when the database cannot be reached.
+    Raises InvalidRequest for a bad prefix or chunk size or a store without a harness (Redis),
+    ValueError for an unknown URL scheme, Unavailable when the database cannot be reached.
     """
     check_prefix(prefix)
     check_chunk_size(chunk_size)
-    engine = open_engine(url)
+    database = open_database(url)
     try:
-        engine.migrate(component(prefix), steps(prefix, engine.dialect))
+        database.capabilities.require("harness", url)
+        return HarnessStore(database.harness(prefix, chunk_size), prefix, chunk_size, database.close)
     except BaseException:
-        engine.close()
+        database.close()
         raise
-    return HarnessStore(engine, prefix, chunk_size)
 
 
 __all__ = [

@@ -9,8 +9,7 @@ JSON ``null``), checked and encoded by ``keepstate.values`` on the way in.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -100,10 +99,6 @@ class Enqueued(NamedTuple):
     accepted: bool
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def check_prefix(prefix: object) -> str:
     """A table prefix: a plain identifier of at most 40 characters, never starting with ``_cf_``."""
     if isinstance(prefix, str) and prefix.startswith("_cf_"):
@@ -188,74 +183,3 @@ def check_statuses(status: str | Iterable[str] | None) -> tuple[str, ...] | None
         if name not in STATUSES:
             raise InvalidRequest(f"unknown operation status {name!r:.40}: use one of {', '.join(STATUSES)}")
     return statuses
-
-
-def split_chunks(data: bytes, size: int) -> list[bytes]:
-    """Split UTF-8 JSON bytes into rows of at most ``size`` bytes; joining them gives ``data`` back.
-
-    Splitting bytes, not characters, is what keeps a character across a boundary intact: the rows
-    are only ever read back joined, never decoded one by one.
-    """
-    if len(data) <= size:
-        return [data]
-    return [data[at:at + size] for at in range(0, len(data), size)]
-
-
-def join_chunks(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, str | None, bytes, int]]:
-    """Rows ``(seq, part, id, data, created_at)`` ordered by ``(seq, part)`` → whole entries."""
-    head: tuple[int, str | None, int] | None = None
-    parts: list[bytes] = []
-    for seq, part, entry_id, data, created_at in rows:
-        if part == 0:
-            if head is not None:
-                yield head[0], head[1], b"".join(parts), head[2]
-            head, parts = (seq, entry_id, created_at), []
-        parts.append(bytes(data))
-    if head is not None:
-        yield head[0], head[1], b"".join(parts), head[2]
-
-
-class Batch(NamedTuple):
-    """An append as columns, one item per stored row (``parts``: how many its entry has), for one statement.
-
-    Entries are numbered ``k`` from 1 in order of first appearance; an id given twice keeps its
-    first place and creation time and takes the later data, as writing them one by one would.
-    ``last`` is the ``k`` of the last entry given, whose position the append returns.
-    """
-
-    k: list[int]
-    part: list[int]
-    parts: list[int]
-    id: list[str | None]
-    data: list[bytes]
-    created_at: list[int]
-    ids: list[str]
-    last: int
-
-
-def plan_batch(entries: Iterable[tuple[str | None, bytes, int]], chunk_size: int) -> Batch:
-    """``(id, JSON bytes, created_at)`` entries → a ``Batch`` of chunk rows with unique ids."""
-    places: dict[str, int] = {}
-    unique: list[tuple[str | None, bytes, int]] = []
-    last = 0
-    for entry_id, data, created_at in entries:
-        place = places.get(entry_id) if entry_id is not None else None
-        if place is None:
-            unique.append((entry_id, data, created_at))
-            last = len(unique)
-            if entry_id is not None:
-                places[entry_id] = last
-        else:
-            unique[place - 1] = (entry_id, data, unique[place - 1][2])
-            last = place
-    batch = Batch([], [], [], [], [], [], list(places), last)
-    for k, (entry_id, data, created_at) in enumerate(unique, 1):
-        chunks = split_chunks(data, chunk_size)
-        for part, chunk in enumerate(chunks):
-            batch.k.append(k)
-            batch.part.append(part)
-            batch.parts.append(len(chunks))
-            batch.id.append(entry_id)
-            batch.data.append(chunk)
-            batch.created_at.append(created_at)
-    return batch

@@ -12,15 +12,15 @@ import asyncio
 from typing import Any
 
 from .. import values
+from ..clock import now_ms
 from ..errors import InvalidRequest, Unauthorized
+from ..protocol import MAX_AGENTS, MAX_CLAIM_WAIT_S
+from ..stores.records import Claimed, Outcome, StoredRun
 from . import auth
-from .models import Caller, Claimed, Run, now_ms
-from .repo import Outcome
+from .models import Caller
 from .service import Platform, require
 
-MAX_CLAIM_WAIT_S = 30.0
 CLAIM_POLL_S = 0.1
-MAX_AGENTS = 100
 
 
 class Invocations:
@@ -55,6 +55,14 @@ class Invocations:
         self.platform.changed.notify()
         return Claimed(claimed.invocation, claimed.run, token, self.platform.lease_seconds)
 
+    async def authorize(self, token: str | None, invocation_id: str) -> None:
+        """401 unless ``token`` is the live run token of invocation ``invocation_id``: the check a
+        route makes before it reads a body. The call itself re-checks atomically in the store."""
+        _check_invocation_id(invocation_id)
+        caller = await self.platform.authenticate_run(token)
+        if caller.run is None or caller.run.invocation_id != invocation_id:
+            raise Unauthorized("run token is not valid for this invocation")
+
     async def heartbeat(self, token: str | None, invocation_id: str) -> dict[str, Any]:
         _check_invocation_id(invocation_id)
         now = now_ms()
@@ -63,7 +71,7 @@ class Invocations:
             raise Unauthorized("run token is not valid for this invocation (not running, or lease ran out)")
         return {"lease_seconds": self.platform.lease_seconds, "cancel_requested": cancel}
 
-    async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> Run:
+    async def finish(self, token: str | None, invocation_id: str, kind: str, body: dict[str, Any]) -> StoredRun:
         _check_invocation_id(invocation_id)
         data = outcome_data(kind, body)
         run = await self.repo.finish(invocation_id, _token_hash(token), Outcome(kind, data), now_ms())

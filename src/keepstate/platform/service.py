@@ -1,8 +1,8 @@
-"""The rules of the API over a ``PlatformRepo``: who may do what, and what each call means.
+"""The rules of the API over a store's platform facet: who may do what, and what each call means.
 
 ``Platform`` authenticates callers, checks roles and visibility (owners see their sessions and
 runs, other members get 404, admins see their whole environment, environments never meet) and
-turns requests into the repository's atomic operations. Invocations and the State API live in
+turns requests into the facet's atomic operations. Invocations and the State API live in
 ``invocations.py`` and ``state.py``, over the same object.
 """
 
@@ -12,16 +12,15 @@ import asyncio
 from typing import Any, NoReturn
 
 from .. import values
+from ..clock import now_ms
 from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
-from ..scope import scope_namespace
-from ..stores.base import Backend
+from ..protocol import MAX_RUN_WAIT_S
+from ..stores.base import Database, PlatformFacet, StateFacet
+from ..stores.records import ACTIVE, ROLES, RunFilter, StoredInvocation, StoredKey, StoredRun, StoredSession
 from . import auth
-from .models import ACTIVE, ROLES, Caller, Invocation, KeyRecord, Page, Run, Session, now_ms
+from .models import Caller, Page
 from .notify import Notifier
-from .repo import PlatformRepo, RunFilter
 
-DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
-MAX_RUN_WAIT_S = 60.0
 RUN_POLL_S = 0.25
 RUN_CALLER_LIMIT = 10_000
 """How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
@@ -42,7 +41,9 @@ def lease_alive(lease_until: int | None) -> bool:
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
-    def __init__(self, repo: PlatformRepo, state: Backend, lease_seconds: float = 30.0) -> None:
+    def __init__(self, database: Database, repo: PlatformFacet, state: StateFacet, lease_seconds: float = 30.0
+                 ) -> None:
+        self.database = database
         self.repo = repo
         self.state = state
         self.lease_seconds = lease_seconds
@@ -50,14 +51,10 @@ class Platform:
         self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
 
     async def aclose(self) -> None:
-        try:
-            await self.repo.aclose()
-        finally:
-            await self.state.aclose()
+        await self.database.aclose()
 
     async def ping(self) -> None:
-        await self.repo.ping()
-        await self.state.ping()
+        await self.database.ping()
 
     # credentials
     async def authenticate(self, authorization: str | None) -> Caller:
@@ -116,23 +113,23 @@ class Platform:
         return caller
 
     # keys
-    async def create_key(self, env: str, role: str, name: str | None = None) -> tuple[KeyRecord, str]:
+    async def create_key(self, env: str, role: str, name: str | None = None) -> tuple[StoredKey, str]:
         """A new key of ``env`` (created if needed); the secret is returned here and never again."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
         values.check_key(env, "environment")
         secret = auth.new_key_secret()
-        key = KeyRecord(auth.new_id("key"), env, role, name, now_ms())
+        key = StoredKey(auth.new_id("key"), env, role, name, now_ms())
         await self.repo.add_key(key, auth.hash_secret(secret))
         return key, secret
 
     async def create_first_admin_key(self) -> str | None:
         """An admin key of ``default`` if the store has no key yet (atomic); its secret, else None."""
         secret = auth.new_key_secret()
-        key = KeyRecord(auth.new_id("key"), "default", "admin", "bootstrap", now_ms())
+        key = StoredKey(auth.new_id("key"), "default", "admin", "bootstrap", now_ms())
         return secret if await self.repo.add_first_key(key, auth.hash_secret(secret)) else None
 
-    async def issue_key(self, caller: Caller, role: object, name: str | None) -> tuple[KeyRecord, str]:
+    async def issue_key(self, caller: Caller, role: object, name: str | None) -> tuple[StoredKey, str]:
         """An admin creates a key of its own environment."""
         require(caller, "admin")
         if not isinstance(role, str):
@@ -140,10 +137,10 @@ class Platform:
         return await self.create_key(caller.env, role, name)
 
     async def ensure_admin_key(self, secret: str, env: str = "default") -> None:
-        key = KeyRecord(auth.new_id("key"), env, "admin", "bootstrap", now_ms())
+        key = StoredKey(auth.new_id("key"), env, "admin", "bootstrap", now_ms())
         await self.repo.ensure_admin_key(key, auth.hash_secret(secret))
 
-    async def list_keys(self, caller: Caller) -> list[KeyRecord]:
+    async def list_keys(self, caller: Caller) -> list[StoredKey]:
         require(caller, "admin")
         return await self.repo.list_keys(caller.env)
 
@@ -153,7 +150,7 @@ class Platform:
             raise NotFound(f"no key {key_id!r}")
 
     # sessions
-    async def create_session(self, caller: Caller, body: dict[str, Any]) -> tuple[Session, bool]:
+    async def create_session(self, caller: Caller, body: dict[str, Any]) -> tuple[StoredSession, bool]:
         require(caller, "admin", "member")
         session_id = name_field(body, "id") or auth.new_id("ses")
         metadata = body.get("metadata")
@@ -161,7 +158,7 @@ class Platform:
             raise InvalidRequest("metadata must be an object")
         data = values.encode({} if metadata is None else metadata)
         values.check_size(len(data), "metadata")
-        session = Session(caller.env, session_id, caller.key_id, name_field(body, "user"), data, now_ms())
+        session = StoredSession(caller.env, session_id, caller.key_id, name_field(body, "user"), data, now_ms())
         stored, created = await self.repo.create_session(session)
         if not created and not self.may_use(caller, stored.owner):
             raise Forbidden(f"session id {session_id!r} is taken by another caller")
@@ -170,14 +167,14 @@ class Platform:
     def may_use(self, caller: Caller, owner: str) -> bool:
         return caller.is_admin or caller.key_id == owner
 
-    async def session(self, caller: Caller, session_id: str) -> Session:
+    async def session(self, caller: Caller, session_id: str) -> StoredSession:
         """A session the caller may use; 404 also when it exists but is someone else's."""
         found = await self.repo.get_session(caller.env, session_id)
         if found is None or not self.may_use(caller, found.owner):
             raise NotFound(f"no session {session_id!r}")
         return found
 
-    async def get_session(self, caller: Caller, session_id: str) -> Session:
+    async def get_session(self, caller: Caller, session_id: str) -> StoredSession:
         require(caller, "admin", "member")
         return await self.session(caller, session_id)
 
@@ -188,16 +185,14 @@ class Platform:
         return page(found, limit)
 
     async def delete_session(self, caller: Caller, session_id: str) -> None:
-        """Delete the session and its session-scope state of every agent that ran in it."""
+        """Delete the session, cancel its held runs, and drop its session-scope state of every agent
+        that ran in it: an id created again later, by anyone, starts empty."""
         await self.get_session(caller, session_id)
-        agents = await self.repo.delete_session(caller.env, session_id)
-        if agents is None:
+        if await self.database.delete_session(caller.env, session_id, now_ms()) is None:
             raise NotFound(f"no session {session_id!r}")
-        for agent in agents:
-            await self.state.drop(scope_namespace("session", agent, session_id, caller.env))
 
     # runs
-    async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[Run, bool]:
+    async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[StoredRun, bool]:
         """Queue a run and its start invocation; SessionBusy while a run of its session is active."""
         if caller.role not in ("admin", "member", "run"):
             raise Forbidden("only admin and member keys or a run token start runs")
@@ -209,9 +204,9 @@ class Platform:
         user = await self._run_user(caller, session_id)
         now = now_ms()
         parent = caller.run
-        run = Run(caller.env, auth.new_id("run"), agent, caller.key_id, session_id, user,
+        run = StoredRun(caller.env, auth.new_id("run"), agent, caller.key_id, session_id, user,
                   parent.run_id if parent else None, "queued", data, now, now, idempotency_key=idempotency_key)
-        invocation = Invocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now)
+        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now)
         who = f"run:{parent.run_id}" if parent else caller.key_id
         stored, created = await self.repo.start_run(run, who, invocation)
         if created:
@@ -224,7 +219,7 @@ class Platform:
             return caller.run.user
         return None if session is None else session.user
 
-    async def get_run(self, caller: Caller, run_id: str, wait: float = 0.0) -> Run:
+    async def get_run(self, caller: Caller, run_id: str, wait: float = 0.0) -> StoredRun:
         require(caller, "admin", "member")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
@@ -236,7 +231,7 @@ class Platform:
                 return run
             await self.changed.wait(min(left, RUN_POLL_S), event)
 
-    async def _visible_run(self, caller: Caller, run_id: str) -> Run:
+    async def _visible_run(self, caller: Caller, run_id: str) -> StoredRun:
         run = await self.repo.get_run(caller.env, run_id)
         if run is None or not self.may_use(caller, run.owner):
             raise NotFound(f"no run {run_id!r}")
@@ -252,7 +247,7 @@ class Platform:
         )
         return page(found, limit)
 
-    async def decide(self, caller: Caller, run_id: str, body: dict[str, Any]) -> Run:
+    async def decide(self, caller: Caller, run_id: str, body: dict[str, Any]) -> StoredRun:
         """held → queued for its resume, with ``{approved, data}`` as the decision; never session_busy."""
         require(caller, "admin", "member")
         approved = body.get("approved")
@@ -262,14 +257,14 @@ class Platform:
         values.check_size(len(decision), "decision")
         run = await self._visible_run(caller, run_id)
         now = now_ms()
-        invocation = Invocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now)
+        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now)
         decided = await self.repo.decide(caller.env, run_id, decision, invocation, now)
         if decided is None:
             raise NotHeld(f"run {run_id!r} is not held")
         self.changed.notify()
         return decided
 
-    async def cancel(self, caller: Caller, run_id: str) -> Run:
+    async def cancel(self, caller: Caller, run_id: str) -> StoredRun:
         require(caller, "admin", "member")
         await self._visible_run(caller, run_id)
         run = await self.repo.cancel(caller.env, run_id, now_ms())

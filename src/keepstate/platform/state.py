@@ -1,4 +1,4 @@
-"""The State API as a run token sees it: four scopes of the token's run, on the state Backend.
+"""The State API as a run token sees it: four scopes of the token's run, on the state facet.
 
 The namespace of each scope comes from ``keepstate.scope.scope_namespace`` (the same function the
 embedded store and ``keepstate.testing`` use), so an agent finds the same state whether it runs
@@ -13,11 +13,10 @@ from typing import Any
 from .. import values
 from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser
 from ..scope import check_if_version, scope_namespace
-from ..stores.base import SCOPE_KINDS, Backend, Entry
-from .models import RunContext
+from ..stores.base import StateFacet
+from ..stores.records import SCOPE_KINDS, Entry, RunContext
 from .service import Platform, lease_alive, require_run_token
 
-DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 NAMESPACE_CACHE = 4096
 
 
@@ -55,7 +54,7 @@ def _found(entry: Entry | None, kind: str, key: str) -> Entry:
 
 
 class StateApi:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: StateFacet) -> None:
         self.backend = backend
 
     async def get(self, ctx: RunContext, kind: str, key: str) -> Entry:
@@ -65,8 +64,8 @@ class StateApi:
     async def get_as(self, platform: Platform, token: str | None, kind: str, key: str) -> Entry:
         """The server's hot read, a run token's GET: ``authenticate_run`` then ``get``, except that once
         the token's caller is known, its validity and the value come from one store read
-        (``PlatformRepo.token_lease_and_get``: one statement on SQLite and PostgreSQL), a store read
-        or round trip fewer per GET. A dead token still answers 401 before anything else."""
+        (``Database.read_with_lease``: one statement on SQLite and PostgreSQL), a store read or round
+        trip fewer per GET. A dead token still answers 401 before anything else."""
         token = require_run_token(token)
         token_hash, caller = platform.known_run_caller(token)
         if caller is None:
@@ -80,7 +79,7 @@ class StateApi:
         except KeepstateError:
             await platform.authenticate_run(token)
             raise
-        lease_until, entry = await platform.repo.token_lease_and_get(token_hash, self.backend, ns, key)
+        lease_until, entry = await platform.database.read_with_lease(token_hash, ns, key)
         if not lease_alive(lease_until):
             await platform.reject_run_token(token, token_hash, lease_until)
         return _found(entry, kind, key)

@@ -1,4 +1,4 @@
-"""The ASGI application: routes, the one error handler, metrics, health, and the store's life.
+"""The ASGI application: routes, the one error writer (``errors.py``), metrics, health, the store's life.
 
 Starlette, not FastAPI: on this machine FastAPI served the same small GET ~2.6x slower (see
 ``bench/bench_http.py`` and docs/http-api.md), and request validation here is
@@ -23,90 +23,68 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import KeepstateError, Unavailable
+from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
+from .errors import MethodNotAllowed, error_response
 from .http import json_response
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import DOCUMENT
 from .routes import ROUTES
-from .state_routes import StateRoute, match_state_route
+from .state_routes import is_state_path, match_state, respond
 
 log = logging.getLogger("keepstate.server")
 SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
 
 
-def error_response(error: KeepstateError) -> Response:
-    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, Unavailable) else None
-    return json_response(error.to_dict(), error.status, headers)
-
-
-def keepstate_error_response(metrics: Metrics, method: str, path: str, error: KeepstateError) -> Response:
-    """The one error handler: the error's JSON body and status; store outages counted, bugs logged."""
-    if isinstance(error, Unavailable):
-        metrics.store_errors.inc()
-    elif error.status >= 500:
-        log.error("internal error on %s %s", method, path, exc_info=error)
-    return error_response(error)
-
-
-def internal_response(method: str, path: str, error: BaseException) -> Response:
-    """Anything but a ``KeepstateError`` is a bug: logged, answered 500 ``internal``."""
-    log.error("internal error on %s %s", method, path, exc_info=error)
-    return json_response({"error": "internal", "message": "internal server error"}, 500)
-
-
-async def on_keepstate_error(request: Request, error: Exception) -> Response:
-    assert isinstance(error, KeepstateError)
-    return keepstate_error_response(request.app.state.metrics, request.method, request.url.path, error)
-
-
-async def on_http_error(request: Request, error: Exception) -> Response:
-    """Starlette's own 404 (no route) and 405 (wrong method), in the API's error shape."""
-    assert isinstance(error, HTTPException)
-    code = "not_found" if error.status_code == 404 else "invalid_request"
-    headers = dict(error.headers or {})
-    return json_response({"error": code, "message": str(error.detail)}, error.status_code, headers)
-
-
-async def on_internal(request: Request, error: Exception) -> Response:
-    return internal_response(request.method, request.url.path, error)
+async def on_error(request: Request, error: Exception) -> Response:
+    """Starlette's exception handler for everything: the one error writer."""
+    return error_response(error, request.method, request.url.path, request.app.state.metrics)
 
 
 class KeepstateApp(Starlette):
-    """Starlette, with the State API's requests sent straight to their routes.
+    """Starlette, with the State API's requests sent straight to their handlers.
 
     State calls are most of a server's traffic, and for them Starlette's app-wide layers (error
-    middleware, the metrics wrapper, exception middleware, the router's scan) are pure cost. A
-    request with a state route's method and path shape (``match_state_route``) is answered here
-    with the same route, error handler and metrics; anything else, including every 404, 405 and
-    HEAD, goes through Starlette as before.
+    middleware, the metrics wrapper, exception middleware, the router's scan) are pure cost. Every
+    ``/v0/state/...`` request is matched here on its raw path (``state_routes.match_state``) and
+    answered with the same error writers and metrics; anything else goes through Starlette. Outside
+    the State API no path segment may hold an encoded ``/``: every id is in the key charset, so such a
+    path names nothing (404) — and is never read as a different route after decoding.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        found = None
-        if scope["type"] == "http" and not scope.get("root_path"):
-            found = match_state_route(scope["method"], scope["path"])
-        if found is None:
+        if scope["type"] != "http" or scope.get("root_path"):
             await super().__call__(scope, receive, send)
             return
-        route, scope["path_params"] = found
-        scope["app"] = self
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+        if is_state_path(raw_path):
+            await self._state(scope, receive, send, raw_path)
+        elif b"%2f" in raw_path.lower():
+            response = error_response(NotFound("no such route"), scope["method"], scope["path"], self.state.metrics)
+            await response(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def _state(self, scope: Scope, receive: Receive, send: Send, raw_path: bytes) -> None:
         started = time.perf_counter()
-        endpoint: StateRoute = route.endpoint  # type: ignore[assignment]
+        method = scope["method"]
+        found = match_state(method, raw_path)
+        template = "unmatched" if found is None else found.shape.template
+        scope["app"] = self
         try:
-            status = await endpoint.respond(scope, receive, send)
+            if found is None:
+                raise NotFound("no such route")
+            if found.handler is None:
+                raise MethodNotAllowed(found.shape.allow)
+            status = await respond(found.handler, scope, receive, send, found.params)
         except ClientDisconnect:
             status = 499  # nobody to answer; counted under nginx's code for it
         except Exception as error:
-            method, path = scope["method"], scope["path"]
-            if isinstance(error, KeepstateError):
-                response = keepstate_error_response(self.state.metrics, method, path, error)
-            else:
-                response = internal_response(method, path, error)
+            response = error_response(error, method, scope["path"], self.state.metrics)
             await response(scope, receive, send)
             status = response.status_code
-        self.state.metrics.observe(route.path, scope["method"], status, time.perf_counter() - started)
+        self.state.metrics.observe(template, method, status, time.perf_counter() - started)
 
 
 async def healthz(request: Request) -> Response:
@@ -171,7 +149,7 @@ def create_app(
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
 
     routes = [
-        *ROUTES,  # the State API first: the router tries routes in order
+        *ROUTES,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -180,7 +158,7 @@ def create_app(
     app = KeepstateApp(
         routes=routes,
         middleware=[Middleware(MetricsMiddleware, metrics=app_metrics)],
-        exception_handlers={KeepstateError: on_keepstate_error, HTTPException: on_http_error, Exception: on_internal},
+        exception_handlers={KeepstateError: on_error, HTTPException: on_error, Exception: on_error},
         lifespan=lifespan,
     )
     app.state.metrics = app_metrics

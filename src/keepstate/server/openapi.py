@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 document of the HTTP API, written as data (served at ``/openapi.json``).
 
 Small helpers build the repetitive parts (errors, auth, JSON bodies); the schemas mirror the
-records of ``keepstate.platform.models`` and the State API of the spec.
+records of ``keepstate.stores.records`` and the State API of the spec.
 """
 
 from __future__ import annotations

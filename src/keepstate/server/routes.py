@@ -7,15 +7,19 @@ Errors are raised as ``KeepstateError`` and written by the one handler in ``app.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import values
 from ..errors import InvalidRequest, NotFound
-from ..platform.invocations import MAX_CLAIM_WAIT_S, Invocations, check_agents
-from ..platform.models import RUN_STATUSES, Caller
-from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, MAX_RUN_WAIT_S, Platform
+from ..platform.invocations import Invocations, check_agents
+from ..platform.models import Caller
+from ..platform.service import Platform
+from ..protocol import DEFAULT_PAGE, MAX_CLAIM_WAIT_S, MAX_PAGE, MAX_RUN_WAIT_S, RUN_TOKEN_HEADER
+from ..stores.records import RUN_STATUSES
 from .http import (
     body_seconds,
     json_object,
@@ -25,7 +29,6 @@ from .http import (
     query_name,
     query_seconds,
 )
-from .state_routes import STATE_ROUTES, TOKEN_HEADER
 
 
 def platform(request: Request) -> Platform:
@@ -38,7 +41,7 @@ async def key_caller(request: Request) -> Caller:
 
 
 async def run_caller(request: Request) -> Caller:
-    return await platform(request).authenticate_run(request.headers.get(TOKEN_HEADER))
+    return await platform(request).authenticate_run(request.headers.get(RUN_TOKEN_HEADER))
 
 
 def path(request: Request, name: str) -> str:
@@ -89,7 +92,7 @@ async def get_session(request: Request) -> Response:
 
 async def list_sessions(request: Request) -> Response:
     caller = await key_caller(request)
-    limit = query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     found = await platform(request).list_sessions(
         caller, query_name(request, "user"), request.query_params.get("after"), limit
     )
@@ -103,7 +106,7 @@ async def delete_session(request: Request) -> Response:
 
 # runs
 async def start_run(request: Request) -> Response:
-    token = request.headers.get(TOKEN_HEADER)
+    token = request.headers.get(RUN_TOKEN_HEADER)
     caller = await (run_caller(request) if token else key_caller(request))
     run, created = await platform(request).start_run(caller, await json_object(request))
     return json_response(run.public(), 202 if created else 200)
@@ -123,7 +126,7 @@ async def list_runs(request: Request) -> Response:
         raise InvalidRequest(f"status must be one of {', '.join(RUN_STATUSES)}")
     query = {
         "session_id": query_name(request, "session_id"), "status": status,
-        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
+        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
     }
     found = await platform(request).list_runs(caller, query)
     return json_response({"runs": [r.public() for r in found.items], "next": found.next})
@@ -157,38 +160,52 @@ async def claim(request: Request) -> Response:
 
 
 async def heartbeat(request: Request) -> Response:
+    token, inv_id = await invocation_token(request)
     await json_object(request, optional=True)
-    answer = await invocations(request).heartbeat(request.headers.get(TOKEN_HEADER), path(request, "inv_id"))
-    return json_response(answer)
+    return json_response(await invocations(request).heartbeat(token, inv_id))
 
 
-def finisher(kind: str):  # type: ignore[no-untyped-def]
+def finisher(kind: str) -> Endpoint:
     async def finish(request: Request) -> Response:
+        token, inv_id = await invocation_token(request)
         body = await json_object(request, optional=kind != "fail")
-        inv_id = path(request, "inv_id")
-        run = await invocations(request).finish(request.headers.get(TOKEN_HEADER), inv_id, kind, body)
+        run = await invocations(request).finish(token, inv_id, kind, body)
         return json_response({"ok": True, "run_id": run.id, "status": run.status})
 
     return finish
 
 
+async def invocation_token(request: Request) -> tuple[str, str]:
+    """The run token of an invocation call, checked before its body is read (401 whatever the body)."""
+    token, inv_id = request.headers.get(RUN_TOKEN_HEADER), path(request, "inv_id")
+    await invocations(request).authorize(token, inv_id)
+    assert token is not None
+    return token, inv_id
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def resource(route_path: str, **endpoints: Endpoint) -> Route:
+    """One route per path, dispatching on the method, so a 405 lists every method the path has."""
+    async def dispatch(request: Request) -> Response:
+        return await endpoints["GET" if request.method == "HEAD" else request.method](request)
+
+    return Route(route_path, dispatch, methods=list(endpoints), name=route_path)
+
+
 ROUTES = [
-    *STATE_ROUTES,  # raw ASGI endpoints, first: the router tries routes in order
-    Route("/v0/keys", create_key, methods=["POST"]),
-    Route("/v0/keys", list_keys, methods=["GET"]),
-    Route("/v0/keys/{key_id}", revoke_key, methods=["DELETE"]),
-    Route("/v0/sessions", create_session, methods=["POST"]),
-    Route("/v0/sessions", list_sessions, methods=["GET"]),
-    Route("/v0/sessions/{session_id}", get_session, methods=["GET"]),
-    Route("/v0/sessions/{session_id}", delete_session, methods=["DELETE"]),
-    Route("/v0/runs", start_run, methods=["POST"]),
-    Route("/v0/runs", list_runs, methods=["GET"]),
-    Route("/v0/runs/{run_id}", get_run, methods=["GET"]),
-    Route("/v0/runs/{run_id}/decision", decide_run, methods=["POST"]),
-    Route("/v0/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
-    Route("/v0/invocations/claim", claim, methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/heartbeat", heartbeat, methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/complete", finisher("complete"), methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/fail", finisher("fail"), methods=["POST"]),
-    Route("/v0/invocations/{inv_id}/hold", finisher("hold"), methods=["POST"]),
+    resource("/v0/keys", POST=create_key, GET=list_keys),
+    resource("/v0/keys/{key_id}", DELETE=revoke_key),
+    resource("/v0/sessions", POST=create_session, GET=list_sessions),
+    resource("/v0/sessions/{session_id}", GET=get_session, DELETE=delete_session),
+    resource("/v0/runs", POST=start_run, GET=list_runs),
+    resource("/v0/runs/{run_id}", GET=get_run),
+    resource("/v0/runs/{run_id}/decision", POST=decide_run),
+    resource("/v0/runs/{run_id}/cancel", POST=cancel_run),
+    resource("/v0/invocations/claim", POST=claim),
+    resource("/v0/invocations/{inv_id}/heartbeat", POST=heartbeat),
+    resource("/v0/invocations/{inv_id}/complete", POST=finisher("complete")),
+    resource("/v0/invocations/{inv_id}/fail", POST=finisher("fail")),
+    resource("/v0/invocations/{inv_id}/hold", POST=finisher("hold")),
 ]

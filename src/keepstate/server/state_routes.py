@@ -1,48 +1,54 @@
-"""The State API's routes, as raw ASGI endpoints: the hot path of the server.
+"""The State API's routes: one dispatch on the raw path, the hot path of the server.
 
-Starlette treats a ``Route`` endpoint that is not a function as an ASGI app, so these skip the
-``Request`` and ``Response`` objects and the per-route exception wrapper of function endpoints
-(measured: about a fifth of a state GET's time in the app). Nothing else changes: a handler
-raises ``KeepstateError`` and the app-wide ``ExceptionMiddleware`` writes it through the one
-handler in ``app.py``; the router still puts the route in the scope for the metrics middleware.
+State requests are most of a server's traffic, so they skip Starlette's router, ``Request`` and
+``Response`` objects and its middleware: ``KeepstateApp`` hands every ``/v0/state/...`` request to
+``match_state`` and then to one of the raw ASGI handlers below. The path is matched on the **raw**
+path, split at ``/`` and percent-decoded segment by segment, so ``a%2Fappend`` is the one key
+``a/append`` (refused as ``invalid_key``), never an append to ``a``. A path of no state shape is 404,
+a method the path does not have is 405 with an ``Allow`` of every method it has.
 Rules stay in ``StateApi``; here is only parsing and serialising, as in ``routes.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from starlette.datastructures import QueryParams
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import InvalidRequest
-from ..platform.models import RunContext
-from ..platform.service import DEFAULT_LIMIT, MAX_LIMIT, Platform
+from ..platform.service import Platform
 from ..platform.state import StateApi
+from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
 from ..scope import check_if_version
+from ..stores.records import RunContext
 from .http import parse_object, query_int, receive_body
 
-TOKEN_HEADER = "x-agentos-run-token"
-_TOKEN = TOKEN_HEADER.encode()
+_TOKEN = RUN_TOKEN_HEADER.encode()
 _CONTENT_LENGTH = b"content-length"
 _JSON = (b"content-type", b"application/json")
+PREFIX = "/v0/state/"
+_RAW_PREFIX = PREFIX.encode()
 
 
 class StateCall:
     """One state request as a handler sees it: the path, the query, the body, and the run token,
     which each handler checks first (``authenticate``; GET checks it with its read)."""
 
-    __slots__ = ("api", "kind", "platform", "receive", "scope")
+    __slots__ = ("api", "key", "kind", "platform", "receive", "scope")
 
-    def __init__(self, scope: Scope, receive: Receive, platform: Platform, api: StateApi) -> None:
+    def __init__(self, scope: Scope, receive: Receive, platform: Platform, api: StateApi,
+                 params: dict[str, str]) -> None:
         self.scope = scope
         self.receive = receive
         self.platform = platform
         self.api = api
-        self.kind: str = scope["path_params"]["scope"]
+        self.kind = params["scope"]
+        self.key = params.get("key", "")
 
     @property
     def token(self) -> str | None:
@@ -52,11 +58,6 @@ class StateCall:
         caller = await self.platform.authenticate_run(self.token)
         assert caller.run is not None
         return caller.run
-
-    @property
-    def key(self) -> str:
-        key: str = self.scope["path_params"]["key"]
-        return key
 
     @property
     def query_params(self) -> QueryParams:
@@ -79,27 +80,18 @@ def header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-class StateRoute:
-    """A raw ASGI endpoint: run the handler, send its JSON (or 204)."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.respond(scope, receive, send)
-
-    async def respond(self, scope: Scope, receive: Receive, send: Send) -> int:
-        """Answer the request; the status sent (errors are raised, not sent)."""
-        state = scope["app"].state
-        body = await self.handler(StateCall(scope, receive, state.platform, state.state_api))
-        if body is None:
-            await send({"type": "http.response.start", "status": 204, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return 204
-        headers = [(_CONTENT_LENGTH, str(len(body)).encode()), _JSON]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        return 200
+async def respond(handler: Handler, scope: Scope, receive: Receive, send: Send, params: dict[str, str]) -> int:
+    """Run ``handler`` and send its JSON (or 204); the status sent (errors are raised, not sent)."""
+    state = scope["app"].state
+    body = await handler(StateCall(scope, receive, state.platform, state.state_api, params))
+    if body is None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return 204
+    headers = [(_CONTENT_LENGTH, str(len(body)).encode()), _JSON]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+    return 200
 
 
 async def state_get(call: StateCall) -> bytes:
@@ -133,41 +125,70 @@ async def state_append(call: StateCall) -> bytes:
 async def state_keys(call: StateCall) -> bytes:
     run = await call.authenticate()
     params = call.query_params
-    limit = query_int(call, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    limit = query_int(call, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     found, next_key = await call.api.keys(run, call.kind, params.get("prefix", ""), params.get("after", ""), limit)
     return orjson.dumps({"keys": [{"key": k, "version": v} for k, v in found], "next": next_key})
 
 
-def _route(path: str, handler: Handler, method: str) -> Route:
-    return Route(path, StateRoute(handler), methods=[method], name=handler.__name__)
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """One path shape of the State API: its template (for metrics and docs) and its handlers by method."""
+
+    template: str
+    handlers: dict[str, Handler] = field(default_factory=dict)
+
+    @property
+    def allow(self) -> str:
+        methods = list(self.handlers)
+        if "GET" in methods:
+            methods.insert(methods.index("GET") + 1, "HEAD")
+        return ", ".join(methods)
+
+    def handler(self, method: str) -> Handler | None:
+        return self.handlers.get("GET" if method == "HEAD" else method)
 
 
-STATE_ROUTES = [
-    _route("/v0/state/{scope}/{key}", state_get, "GET"),
-    _route("/v0/state/{scope}/{key}", state_put, "PUT"),
-    _route("/v0/state/{scope}/{key}", state_delete, "DELETE"),
-    _route("/v0/state/{scope}/{key}/append", state_append, "POST"),
-    _route("/v0/state/{scope}", state_keys, "GET"),
-]
+LIST = Shape("/v0/state/{scope}", {"GET": state_keys})
+KEY = Shape("/v0/state/{scope}/{key}", {"GET": state_get, "PUT": state_put, "DELETE": state_delete})
+ACTIONS = {"append": Shape("/v0/state/{scope}/{key}/append", {"POST": state_append})}
+SHAPES = (LIST, KEY, *ACTIONS.values())
 
 
-_PREFIX = "/v0/state/"
-_TEMPLATES = {1: "/v0/state/{scope}", 2: "/v0/state/{scope}/{key}", 3: "/v0/state/{scope}/{key}/append"}
-_BY_METHOD_AND_TEMPLATE = {(method, route.path): route for route in STATE_ROUTES for method in route.methods or ()}
+@dataclass(frozen=True, slots=True)
+class Match:
+    """What a state path names: its shape, its path parameters, and its handler (None: 405)."""
+
+    shape: Shape
+    params: dict[str, str]
+    handler: Handler | None
 
 
-def match_state_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    """The state route that Starlette's router would pick for this method and path, and its path
-    parameters; None for anything else (so the router answers it: 404, 405, HEAD, odd paths).
+def segments(raw_path: bytes) -> list[str]:
+    """The raw path's segments after the prefix, each percent-decoded on its own (a ``%2F`` stays inside
+    its segment). Bytes that are not UTF-8 become U+FFFD: no key or scope holds them, so they are refused."""
+    rest = raw_path.split(b"?", 1)[0][len(_RAW_PREFIX):]
+    return [unquote_to_bytes(part).decode("utf-8", "replace") for part in rest.split(b"/")]
 
-    Every segment must be non-empty and have no ``/``, as Starlette's default ``{param}`` matches."""
-    if not path.startswith(_PREFIX) or method == "HEAD":
+
+def is_state_path(raw_path: bytes) -> bool:
+    return raw_path.startswith(_RAW_PREFIX)
+
+
+def match_state(method: str, raw_path: bytes) -> Match | None:
+    """The shape and handler of a ``/v0/state/...`` request; None when the path has no state shape (404).
+
+    ``{scope}`` and ``{scope}/`` list keys; ``{scope}/{key}`` is a key; ``{scope}/{key}/ACTION`` an action."""
+    parts = segments(raw_path)
+    if len(parts) == 2 and parts[1] == "":
+        parts = parts[:1]
+    if not parts[0]:
         return None
-    parts = path[len(_PREFIX):].split("/")
-    template = _TEMPLATES.get(len(parts))
-    if template is None or not all(parts) or (len(parts) == 3 and parts[2] != "append"):
+    if len(parts) == 1:
+        shape, params = LIST, {"scope": parts[0]}
+    elif len(parts) == 2:
+        shape, params = KEY, {"scope": parts[0], "key": parts[1]}
+    elif len(parts) == 3 and parts[2] in ACTIONS:
+        shape, params = ACTIONS[parts[2]], {"scope": parts[0], "key": parts[1]}
+    else:
         return None
-    route = _BY_METHOD_AND_TEMPLATE.get((method, template))
-    if route is None:
-        return None
-    return route, ({"scope": parts[0]} if len(parts) == 1 else {"scope": parts[0], "key": parts[1]})
+    return Match(shape, params, shape.handler(method))

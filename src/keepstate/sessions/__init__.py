@@ -1,59 +1,50 @@
-"""Session store with transactions, leases and fencing (seed 003, ``spec/session-store.md``).
+"""Session store with transactions, leases and fencing (seed 003, the session store spec).
 
-``open_session_store(url)`` picks a backend by URL scheme (imported lazily, so a missing driver
-only matters when its scheme is used) and wraps it in the one ``SessionStore`` that implements
-``transact``, renewal and fencing for all of them.
+``open_session_store(url)`` opens the store's ``Database`` and wraps its lease facet in the one
+``SessionStore`` that implements ``transact``, renewal and fencing for every backend.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from ..errors import InterruptedExecution, LeaseLost, SessionLocked, Unavailable
-from ..stores import scheme_of
-from .base import LeaseBackend, SessionStore, Stored
+from ..stores import open_database
+from .base import Leases, SessionStore
 from .manager import ManagedSession, SessionManager
 from .state import SCHEMA_VERSION, SessionState
 from .tokens import TokenStore, open_token_store
 
-_BACKENDS = {
-    "memory": ("keepstate.sessions.memory", "MemoryBackend"),
-    "sqlite": ("keepstate.sessions.sqlite", "SqliteBackend"),
-    "postgresql": ("keepstate.sessions.postgres", "PostgresBackend"),
-    "postgres": ("keepstate.sessions.postgres", "PostgresBackend"),
-    "redis": ("keepstate.sessions.redis", "RedisBackend"),
-}
 
-
-def open_backend(url: str, space: str = "sessions") -> LeaseBackend:
-    """The lease backend for ``url``; ``space`` keeps session state and tokens apart."""
-    module, name = _BACKENDS[scheme_of(url)]
-    backend: LeaseBackend = getattr(importlib.import_module(module), name)(url, space)
-    return backend
+def open_leases(url: str, space: str = "sessions") -> Leases:
+    """The leases of ``space`` in the store at ``url``; spaces keep session state and tokens apart."""
+    database = open_database(url)
+    try:
+        return Leases(database, space)
+    except BaseException:
+        database.close()
+        raise
 
 
 def open_session_store(url: str, lease_seconds: float = 15, wait_timeout: float = 30) -> SessionStore:
     """A session store on ``memory://``, ``sqlite:///``, ``postgresql://`` or ``redis://``.
 
-    Network backends connect on first use; an unreachable store raises ``Unavailable`` then.
+    Network stores connect on first use; an unreachable store raises ``Unavailable`` then.
     """
-    return SessionStore(open_backend(url), lease_seconds=lease_seconds, wait_timeout=wait_timeout)
+    return SessionStore(open_leases(url), lease_seconds=lease_seconds, wait_timeout=wait_timeout)
 
 
 __all__ = [
     "SCHEMA_VERSION",
     "InterruptedExecution",
-    "LeaseBackend",
     "LeaseLost",
+    "Leases",
     "ManagedSession",
     "SessionLocked",
     "SessionManager",
     "SessionState",
     "SessionStore",
-    "Stored",
     "TokenStore",
     "Unavailable",
-    "open_backend",
+    "open_leases",
     "open_session_store",
     "open_token_store",
 ]

@@ -1,6 +1,6 @@
-"""The session store: leases, fencing and ``transact``, written once over a small backend contract.
+"""The session store: leases, fencing and ``transact``, written once over a store's lease facet.
 
-A backend (memory, SQLite, PostgreSQL, Redis) implements only ``LeaseBackend``: grant / renew /
+A store (memory, SQLite, PostgreSQL, Redis) implements only ``stores.base.LeaseFacet``: grant / renew /
 release a per-session lease whose token is a fencing counter that only grows, and read / write /
 remove / touch a stored blob, optionally *fenced* (the write happens only if the token is still the
 session's current one, checked by the store in the same atomic step as the write).
@@ -19,72 +19,38 @@ import contextlib
 import contextvars
 import random
 import time
-from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..clock import now_ms
 from ..errors import LeaseLost, SessionLocked, Unavailable
+from ..stores.base import Database, LeaseFacet
+from ..stores.records import Blob
 from ..values import check_key
-from .state import SessionState, now_ms
+from .state import SessionState
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """A stored blob: its bytes, its expiry (ms, None = none) and whether expiry is suspended."""
+class Leases:
+    """A store's lease facet of one space, opened on first use: a network store connects then, and
+    an unreachable one raises ``Unavailable`` from that first call."""
 
-    data: bytes
-    expires_at: int | None
-    pinned: bool = False
+    def __init__(self, database: Database, space: str) -> None:
+        database.capabilities.require("leases", database.url)
+        self.database = database
+        self.space = space
+        self._facet: LeaseFacet | None = None
 
-    def live(self, at_ms: int) -> bool:
-        return self.pinned or self.expires_at is None or self.expires_at > at_ms
+    async def facet(self) -> LeaseFacet:
+        if self._facet is None:
+            self._facet = await self.database.leases(self.space)
+        return self._facet
 
-
-class LeaseBackend(ABC):
-    """The per-backend primitives. Tokens are fencing counters: each grant gets a larger one.
-
-    ``token=None`` on a write means unfenced (a plain write). A fenced write returns False,
-    writing nothing, when the token is no longer the session's current one. Every method raises
-    ``Unavailable`` when the store cannot be reached, and nothing else from the driver.
-    """
-
-    poll_first = 0.01  # seconds a waiter sleeps before its first retry; doubled up to poll_max
-    poll_max = 0.2
-
-    @abstractmethod
-    async def acquire(self, id: str, ttl_ms: int) -> int | None:
-        """Grant the lease when free or expired: the new (larger) token, else None."""
-
-    @abstractmethod
-    async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
-        """Extend the lease by ``ttl_ms`` when ``token`` is still current; False when it is not."""
-
-    @abstractmethod
-    async def release(self, id: str, token: int) -> None:
-        """Free the lease when ``token`` is still current (the counter is kept)."""
-
-    @abstractmethod
-    async def read(self, id: str) -> Stored | None:
-        """The stored blob, or None when absent (expired blobs may be returned; callers check)."""
-
-    @abstractmethod
-    async def write(self, id: str, stored: Stored, token: int | None) -> bool:
-        """Replace the blob; fenced when ``token`` is given."""
-
-    @abstractmethod
-    async def remove(self, id: str, token: int | None) -> bool:
-        """Delete the blob (absent is fine); fenced when ``token`` is given."""
-
-    @abstractmethod
-    async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
-        """Set the blob's expiry when it exists; fenced when ``token`` is given."""
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Release connections; the backend is not used afterwards."""
+    async def aclose(self) -> None:
+        self._facet = None
+        await self.database.aclose()
 
 
 @dataclass(eq=False)
@@ -113,22 +79,22 @@ def _held(store: SessionStore, id: str) -> _Lease | None:
 
 
 class SessionStore:
-    """``get``/``set``/``delete``/``touch`` and ``transact`` over one ``LeaseBackend``.
+    """``get``/``set``/``delete``/``touch`` and ``transact`` over one store's leases.
 
     Outside ``transact`` writes are plain; inside, they are fenced by the lease's token and raise
     ``LeaseLost`` (writing nothing) when a newer grant exists.
     """
 
-    def __init__(self, backend: LeaseBackend, lease_seconds: float = 15, wait_timeout: float = 30) -> None:
+    def __init__(self, leases: Leases, lease_seconds: float = 15, wait_timeout: float = 30) -> None:
         if lease_seconds <= 0 or wait_timeout < 0:
             raise ValueError("lease_seconds must be > 0 and wait_timeout >= 0")
-        self.backend = backend
+        self.leases = leases
         self.lease_seconds = lease_seconds
         self.wait_timeout = wait_timeout
 
     async def get(self, id: str) -> SessionState | None:
         """The session's state, or None when absent or expired. Never takes the lease."""
-        stored = await self.backend.read(check_key(id, "session id"))
+        stored = await (await self.leases.facet()).read(check_key(id, "session id"))
         if stored is None or not stored.live(now_ms()):
             return None
         state = SessionState.from_json(stored.data)
@@ -138,19 +104,19 @@ class SessionStore:
 
     async def set(self, id: str, state: SessionState) -> None:
         """Store ``state`` (expiring at ``state.expires_at``; never while it is executing)."""
-        stored = Stored(state.to_bytes(), state.expires_at, pinned=state.phase == "executing")
-        await self._fenced(id, lambda token: self.backend.write(id, stored, token))
+        stored = Blob(state.to_bytes(), state.expires_at, pinned=state.phase == "executing")
+        await self._fenced(id, lambda facet, token: facet.write(id, stored, token))
 
     async def delete(self, id: str) -> None:
         """Remove the session's state (absent is fine)."""
-        await self._fenced(id, lambda token: self.backend.remove(id, token))
+        await self._fenced(id, lambda facet, token: facet.remove(id, token))
 
     async def touch(self, id: str, expires_at: int) -> None:
         """Move the session's expiry to ``expires_at`` (ms since epoch); absent is a no-op."""
-        await self._fenced(id, lambda token: self.backend.touch(id, int(expires_at), token))
+        await self._fenced(id, lambda facet, token: facet.touch(id, int(expires_at), token))
 
     async def transact(self, id: str, operation: Callable[[], Awaitable[T]]) -> T:
-        """Run ``operation`` holding ``id``'s lease across every process sharing the store.
+        """StoredRun ``operation`` holding ``id``'s lease across every process sharing the store.
 
         Raises ``SessionLocked`` after ``wait_timeout`` of waiting, ``LeaseLost`` when the lease
         is lost mid-operation (the operation is cancelled; none of its later writes land), and
@@ -189,13 +155,13 @@ class SessionStore:
             _HELD.reset(reset)
             renewer.cancel()
             await _finish(renewer)
-            await _release_quietly(self.backend, id, lease.token)
+            await _release_quietly(await self.leases.facet(), id, lease.token)
         if lost_in_body:
             _uncancel(lease)
             raise _lost(lease, "while the operation ran")
 
     async def aclose(self) -> None:
-        await self.backend.close()
+        await self.leases.aclose()
 
     async def __aenter__(self) -> SessionStore:
         return self
@@ -209,10 +175,10 @@ class SessionStore:
     def _ttl_ms(self) -> int:
         return max(int(self.lease_seconds * 1000), 1)
 
-    async def _fenced(self, id: str, write: Callable[[int | None], Awaitable[bool]]) -> None:
+    async def _fenced(self, id: str, write: Callable[[LeaseFacet, int | None], Awaitable[bool]]) -> None:
         check_key(id, "session id")
         lease = _held(self, id)
-        if await write(None if lease is None else lease.token):
+        if await write(await self.leases.facet(), None if lease is None else lease.token):
             return
         if lease is not None:
             lease.lost = True
@@ -221,16 +187,17 @@ class SessionStore:
     async def _acquire(self, id: str) -> int:
         """Poll with jittered exponential back-off until granted or ``wait_timeout`` passes."""
         give_up = time.monotonic() + self.wait_timeout
-        delay = self.backend.poll_first
+        facet = await self.leases.facet()
+        delay = facet.poll_first
         while True:
-            token = await self.backend.acquire(id, self._ttl_ms)
+            token = await facet.acquire(id, self._ttl_ms)
             if token is not None:
                 return token
             left = give_up - time.monotonic()
             if left <= 0:
                 raise SessionLocked(f"session {id!r} stayed locked for {self.wait_timeout} s", session_id=id)
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-            delay = min(delay * 2, self.backend.poll_max)
+            delay = min(delay * 2, facet.poll_max)
 
     async def _renew_loop(self, lease: _Lease) -> None:
         """Renew every third of the TTL; retry sooner on an outage; give up at the deadline."""
@@ -239,7 +206,7 @@ class SessionStore:
         while True:
             await asyncio.sleep(wait)
             try:
-                ok: bool | None = await self.backend.renew(lease.id, lease.token, self._ttl_ms)
+                ok: bool | None = await (await self.leases.facet()).renew(lease.id, lease.token, self._ttl_ms)
             except Unavailable:
                 ok = None
             if ok:
@@ -280,7 +247,7 @@ async def _finish(task: asyncio.Task[Any]) -> None:
         await task
 
 
-async def _release_quietly(backend: LeaseBackend, id: str, token: int) -> None:
+async def _release_quietly(backend: LeaseFacet, id: str, token: int) -> None:
     """Release even when the holder is being cancelled; an outage just lets the lease expire."""
     with contextlib.suppress(Unavailable):
         await asyncio.shield(backend.release(id, token))

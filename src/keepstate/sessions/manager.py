@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..clock import now_ms
 from ..errors import InterruptedExecution, LeaseLost, Unavailable
 from ..values import check_key
 from .base import SessionStore
-from .state import DEFAULT_HISTORY_LIMIT, SessionState, now_ms
+from .state import DEFAULT_HISTORY_LIMIT, SessionState
 
 UNKNOWN_OUTCOME: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError, Unavailable, LeaseLost)
 """Errors after which nobody knows whether the effect happened: the session stays executing."""

@@ -12,10 +12,10 @@ Times are milliseconds since the epoch (``expires_at``, fact expiry), as in the 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..clock import now_ms
 from ..errors import InvalidValue
 from ..values import decode, encode
 
@@ -24,23 +24,26 @@ DEFAULT_HISTORY_LIMIT = 50
 PHASES = ("idle", "executing")
 ROLES = ("user", "assistant")
 
-# Normalised (lower case, letters and digits only) fragments of keys that name a credential.
+# Normalised (lower case, letters and digits only) fragments of keys that name a credential, wherever
+# they stand in the name ("x-auth-token", "DB_PASSWORD", "jwtSecret") ...
 _CREDENTIAL_MARKERS = (
-    "authorization", "authentication", "cookie", "token", "password", "passwd", "secret",
-    "apikey", "credential", "privatekey", "signature", "bearer",
+    "authorization", "authentication", "cookie", "token", "password", "passwd", "passphrase", "secret",
+    "apikey", "accesskey", "credential", "privatekey", "signature", "bearer", "jwt",
 )
+# ... and short credential words that count only as a whole word of the name ("auth", "x-auth",
+# "authHeader", "db_pwd"), so that "author" or "compass" are kept.
+_CREDENTIAL_WORDS = frozenset({"auth", "oauth", "pwd", "pass", "pw", "otp", "sso", "csrf", "xsrf", "sid"})
 _NOT_ALNUM = re.compile(r"[^a-z0-9]")
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch."""
-    return int(time.time() * 1000)
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def is_credential_key(key: str) -> bool:
-    """True when ``key`` looks like it names a credential (case and punctuation ignored)."""
+    """True when ``key`` names a credential: it holds a credential marker (case and punctuation
+    ignored) or one of its words (split at punctuation and case changes) is a credential word."""
     normal = _NOT_ALNUM.sub("", key.lower())
-    return any(marker in normal for marker in _CREDENTIAL_MARKERS)
+    if any(marker in normal for marker in _CREDENTIAL_MARKERS):
+        return True
+    return any(word.lower() in _CREDENTIAL_WORDS for word in _WORD.findall(key))
 
 
 def sanitize(value: Any) -> Any:

@@ -21,10 +21,11 @@ import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from ..clock import now_ms
 from ..errors import KeepstateError
+from ..stores.records import Blob
 from ..values import check_key
-from .base import LeaseBackend, Stored
-from .state import now_ms
+from .base import Leases
 
 ENV_KEYS = "KEEPSTATE_TOKEN_KEYS"
 _MAGIC = b"ks1"
@@ -93,8 +94,8 @@ class Sealer:
 class TokenStore:
     """``put``/``get``/``delete`` of retained tokens, sealed before they reach the backend."""
 
-    def __init__(self, backend: LeaseBackend, sealer: Sealer) -> None:
-        self.backend = backend
+    def __init__(self, leases: Leases, sealer: Sealer) -> None:
+        self.leases = leases
         self._sealer = sealer
 
     async def put(self, id: str, token: str, expires_at: int | None = None) -> None:
@@ -103,11 +104,11 @@ class TokenStore:
         if not isinstance(token, str) or not token:
             raise KeepstateError("a token must be a non-empty string")
         plain = orjson.dumps({"token": token, "expires_at": expires_at})
-        await self.backend.write(id, Stored(self._sealer.seal(id, plain), expires_at), None)
+        await (await self.leases.facet()).write(id, Blob(self._sealer.seal(id, plain), expires_at), None)
 
     async def get(self, id: str) -> str | None:
         """The token, or None when absent or expired; KeepstateError when no key opens it."""
-        stored = await self.backend.read(check_key(id, "token id"))
+        stored = await (await self.leases.facet()).read(check_key(id, "token id"))
         if stored is None or not stored.live(now_ms()):
             return None
         body = orjson.loads(self._sealer.open(id, stored.data))
@@ -118,10 +119,10 @@ class TokenStore:
         return token
 
     async def delete(self, id: str) -> None:
-        await self.backend.remove(check_key(id, "token id"), None)
+        await (await self.leases.facet()).remove(check_key(id, "token id"), None)
 
     async def aclose(self) -> None:
-        await self.backend.close()
+        await self.leases.aclose()
 
     async def __aenter__(self) -> TokenStore:
         return self
@@ -135,6 +136,6 @@ def open_token_store(url: str, keys: Sequence[bytes | str] | None = None) -> Tok
     if keys is None:
         keys = [k for k in os.environ.get(ENV_KEYS, "").split(",") if k.strip()]
     sealer = Sealer(keys)  # a missing or malformed key fails before anything connects
-    from . import open_backend
+    from . import open_leases
 
-    return TokenStore(open_backend(url, "tokens"), sealer)
+    return TokenStore(open_leases(url, "tokens"), sealer)

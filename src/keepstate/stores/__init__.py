@@ -1,48 +1,51 @@
-"""Backends chosen by URL scheme, each imported only when used.
+"""THE storage layer: everything that opens a connection or writes SQL or Lua lives under ``stores/``.
 
-``open_backend(url)`` gives the async face (server, platform), ``open_sync_backend(url)`` the sync
-face (embedded ``keepstate.open``). Each backend module provides ``open_async(url)`` and
-``open_sync(url)``; a module whose driver is missing says which extra to install.
+``open_database(url)`` gives the ``Database`` of a store URL — ``memory://[NAME]``,
+``sqlite:///file.db``, ``postgresql://…``, ``redis://…`` — its backend package imported only when
+used, so a missing driver matters only for its own scheme (and says which extra to install). What
+a store can do is declared by its ``Database.capabilities``; its parts are facets (``base.py``). The
+sync/async scheme, stated once for every facet, is in ``base.py``'s docstring.
+
+Backends, one folder each, one file per facet: ``memory/``, ``sqlite/``, ``postgres/``, ``redis/``;
+what the SQL backends share is ``sql/``.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
 
-from .base import Backend, SyncBackend
+from .base import Capabilities, Database
 
-_MODULES = {
-    "memory": "keepstate.stores.memory",
-    "sqlite": "keepstate.stores.sqlite",
-    "postgresql": "keepstate.stores.postgres",
-    "postgres": "keepstate.stores.postgres",
-    "redis": "keepstate.stores.redis",
+_BACKENDS = {
+    "memory": ("keepstate.stores.memory", "MemoryDatabase"),
+    "sqlite": ("keepstate.stores.sqlite", "SqliteDatabase"),
+    "postgresql": ("keepstate.stores.postgres", "PostgresDatabase"),
+    "postgres": ("keepstate.stores.postgres", "PostgresDatabase"),
+    "redis": ("keepstate.stores.redis", "RedisDatabase"),
 }
+SCHEMES = tuple(f"{name}://" for name in _BACKENDS)
 
 
 def scheme_of(url: str) -> str:
+    """The scheme of a store URL; ValueError naming the ones there are."""
     scheme, sep, _ = url.partition("://")
-    if not sep or scheme not in _MODULES:
-        known = ", ".join(f"{name}://" for name in _MODULES)
-        raise ValueError(f"unknown store URL {url!r}: use one of {known}")
+    if not sep or scheme not in _BACKENDS:
+        raise ValueError(f"unknown store URL {url!r:.120}: use one of {', '.join(SCHEMES)}")
     return scheme
 
 
-def backend_module(url: str) -> ModuleType:
-    return importlib.import_module(_MODULES[scheme_of(url)])
+def open_database(url: str) -> Database:
+    """The ``Database`` of ``url``: no I/O for network stores until a facet is asked for."""
+    module, name = _BACKENDS[scheme_of(url)]
+    database: Database = getattr(importlib.import_module(module), name)(url)
+    return database
 
 
-async def open_backend(url: str) -> Backend:
-    """The async face of the store at ``url``, schema migrated."""
-    backend: Backend = await backend_module(url).open_async(url)
-    return backend
+def capabilities_of(url: str) -> Capabilities:
+    """What the store at ``url`` can do, without opening it."""
+    module, name = _BACKENDS[scheme_of(url)]
+    declared: Capabilities = getattr(importlib.import_module(module), name).capabilities
+    return declared
 
 
-def open_sync_backend(url: str) -> SyncBackend:
-    """The sync face of the store at ``url``, schema migrated."""
-    backend: SyncBackend = backend_module(url).open_sync(url)
-    return backend
-
-
-__all__ = ["Backend", "SyncBackend", "backend_module", "open_backend", "open_sync_backend", "scheme_of"]
+__all__ = ["SCHEMES", "Capabilities", "Database", "capabilities_of", "open_database", "scheme_of"]

@@ -1,128 +1,430 @@
-"""The storage contract every backend implements, and its record types.
+"""The storage layer's contracts: the ``Database`` a URL opens, what it declares it can do, its facets.
 
-A backend stores *entries*: canonical JSON bytes under ``(namespace, key)``, each with a version.
-Namespaces are opaque strings built by ``namespace()``; keys are already checked by
-``keepstate.values``; values arrive already encoded and size-checked (``values.encode``), so a
-backend never parses JSON except to convert a stored list for its first append.
+A ``Database`` is one store (a SQLite file, a PostgreSQL database, a Redis, an in-process memory
+space) as this process sees it. It declares its ``Capabilities`` — nothing above ``stores/`` ever
+guesses them from a URL scheme or a class — and hands out *facets*, one per part of keepstate:
 
-Two faces of one contract, with no hand-kept twins of the logic behind them:
-``Backend`` (async) is what the server, the platform and the session store use;
-``SyncBackend`` is what the embedded ``keepstate.open()`` uses. In-process backends (memory,
-SQLite) are written sync and get their async face by adapter; network backends (PostgreSQL,
-Redis) are written async and get their sync face through a portal thread (``stores.portal``).
+- ``StateFacet``: versioned JSON values and lists under (namespace, key): the State API;
+- ``PlatformFacet``: keys, sessions, runs and invocations, each method one guarded atomic step;
+- ``LeaseFacet``: per-session leases with fencing counters and fenced blobs (``keepstate.sessions``);
+- ``HarnessFacet``: the harness store's sessions, operations and logs (``keepstate.harness``).
 
-Rules every backend keeps (the conformance suite checks each one):
-- versions start at 1 and grow by one per write (put or append) and never repeat for a key, also
-  after a delete: a delete leaves a tombstone holding the last version;
+Where two facets must act in one statement or transaction (a run token's lease read with a state
+value; a session deleted together with its state), that is a method of ``Database`` itself.
+
+**Sync and async, one scheme.** Each facet's contract is written once, here. A facet used from
+asyncio is an async ABC; the harness facet is synchronous, as the seed's store is; the state facet
+has both faces (``StateFacet`` for the server, ``SyncStateFacet`` for the embedded store). In-process
+backends (memory, SQLite) implement a synchronous core — functions of a connection or of the
+in-memory structure — and give it an async face (SQLite: writes group-committed on the file's one
+writer thread, reads on the caller's thread). Network backends (PostgreSQL, Redis) implement the
+async face and get the sync one from the one generic ``faces.Portal``, which runs their coroutines on
+a private event-loop thread. ``tests/test_faces.py`` checks every sync/async pair for the same
+methods with the same parameters.
+
+Rules every state facet keeps (``tests/conformance/test_scope.py`` checks each one):
+- versions start at 1 and grow by one per write and never repeat for a key, also after a delete:
+  a delete leaves a tombstone holding the last version;
 - ``if_version`` 0 means "only if absent"; a mismatch raises VersionConflict(current_version);
 - append is atomic, creates the list if needed, raises NotAList / TooLarge (1 MiB for the whole
   list, nothing added), and does not rewrite the existing list;
 - every operation on one key is linearizable, also across processes sharing the store;
-- driver errors are translated to ``keepstate.Unavailable`` at the backend boundary.
+- driver errors become ``keepstate.Unavailable`` at the backend boundary, and only there.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-SCOPE_KINDS = ("run", "session", "agent", "user")
+from ..errors import InvalidRequest
+from .records import (
+    Blob,
+    Claimed,
+    Entry,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StateRecord,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+)
 
-
-def namespace(env: str, kind: str, agent: str, id: str = "") -> str:
-    """The namespace of one scope; every part is key-charset, so ``/`` cannot collide."""
-    return f"{env}/{kind}/{agent}/{id}"
+Row = tuple[Any, ...]
+LeaseAndEntry = tuple[int | None, Entry | None]
+"""A run token's lease end (None: not running) and a state entry (None: absent), read together."""
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """A stored value: canonical JSON bytes and its version."""
+class Capabilities:
+    """What a store can do, declared by its backend."""
 
-    data: bytes
-    version: int
+    shared: bool
+    """Several processes (and machines, for network stores) may use it at once."""
+    platform: bool
+    """Keys, sessions, runs and invocations: what ``keepstate serve`` needs."""
+    leases: bool
+    """The session store's leases and fenced blobs."""
+    harness: bool
+    """The harness store."""
+
+    def require(self, facet: str, url: str) -> None:
+        """Refuse, with the reason, a facet this store does not have."""
+        if not getattr(self, facet):
+            raise InvalidRequest(f"the store {redact(url)} has no {FACET_NAMES[facet]}: {FACET_HINTS[facet]}")
 
 
-@dataclass(frozen=True, slots=True)
-class StateRecord:
-    """One key as export/import moves it; ``data`` is None for a tombstone (deleted key)."""
+FACET_NAMES = {
+    "platform": "platform records (keys, sessions, runs)",
+    "leases": "session leases",
+    "harness": "harness store",
+    "shared": "sharing between processes",
+}
+FACET_HINTS = {
+    "platform": "keys, sessions and runs need PostgreSQL or SQLite (Redis holds state and session stores only)",
+    "leases": "use memory://, sqlite:///, postgresql:// or redis://",
+    "harness": "use memory://, sqlite:/// or postgresql://",
+    "shared": "memory:// lives in one process: use sqlite:/// or postgresql://",
+}
 
-    ns: str
-    key: str
-    version: int
-    data: bytes | None
+
+def redact(url: str) -> str:
+    """A store URL fit for a message: any password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in credentials:
+        return url
+    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
-class SyncBackend(Protocol):
-    """The contract, synchronous face."""
+# ---------------------------------------------------------------- state
 
-    def get(self, ns: str, key: str) -> Entry | None:
+
+class StateFacet(ABC):
+    """Versioned values and lists under ``(namespace, key)``, asynchronous face."""
+
+    @abstractmethod
+    async def get(self, ns: str, key: str) -> Entry | None:
         """The live entry, or None when absent or deleted."""
 
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
-        """Write ``data``; return the new version. VersionConflict on an ``if_version`` mismatch."""
+    @abstractmethod
+    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
+        """Write ``data`` (canonical JSON); the new version. VersionConflict on an ``if_version`` mismatch."""
 
-    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
+    @abstractmethod
+    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         """Delete; True when a live value was deleted. VersionConflict on a mismatch."""
 
-    def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
-        """Append encoded items atomically; return ``(version, length)``."""
+    @abstractmethod
+    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
+        """Append encoded items atomically; ``(version, length)``."""
 
-    def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
+    @abstractmethod
+    async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         """Live keys in key order, ``> after`` and starting with ``prefix``, at most ``limit``."""
 
-    def drop(self, ns: str) -> None:
+    @abstractmethod
+    async def drop(self, ns: str) -> None:
         """Delete every key of a namespace (keeping tombstones, so versions never repeat)."""
 
-    def records(self) -> Iterator[StateRecord]:
+    @abstractmethod
+    def records(self) -> AsyncIterator[StateRecord]:
         """Every key of the store, tombstones included, for export."""
 
-    def restore(self, record: StateRecord) -> None:
+    @abstractmethod
+    async def restore(self, record: StateRecord) -> None:
         """Write a record exactly as exported (its version included), for import."""
 
-    def ping(self) -> None:
+
+class SyncStateFacet(Protocol):
+    """``StateFacet``'s synchronous face: the same methods and promises."""
+
+    def get(self, ns: str, key: str) -> Entry | None: ...
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int: ...
+    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool: ...
+    def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]: ...
+    def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]: ...
+    def drop(self, ns: str) -> None: ...
+    def records(self) -> Iterator[StateRecord]: ...
+    def restore(self, record: StateRecord) -> None: ...
+
+
+# ---------------------------------------------------------------- platform
+
+
+class PlatformFacet(ABC):
+    """The platform's own records. Each method is one *guarded* operation decided atomically inside the
+    store (one statement or one transaction), never a read followed by a separate write: that is what
+    makes "one turn per session" and "one invocation to one worker" hold across any number of server
+    processes sharing a store. Who may do what is ``keepstate.platform``'s, not the store's."""
+
+    # keys and environments
+    @abstractmethod
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
+        """Store a new key, creating its environment if needed."""
+
+    @abstractmethod
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
+        """Make sure ``secret_hash`` is an unrevoked admin key of ``key.env`` (bootstrap)."""
+
+    @abstractmethod
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None: ...
+
+    @abstractmethod
+    async def list_keys(self, env: str) -> list[StoredKey]: ...
+
+    @abstractmethod
+    async def revoke_key(self, env: str, key_id: str) -> bool: ...
+
+    @abstractmethod
+    async def has_keys(self) -> bool: ...
+
+    @abstractmethod
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
+        """Store ``key`` only while the store has no unrevoked key, decided atomically (several
+        servers may start on an empty store at once); True when it was stored."""
+
+    # sessions
+    @abstractmethod
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
+        """Insert, or return the existing session of that id with False."""
+
+    @abstractmethod
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None: ...
+
+    @abstractmethod
+    async def list_sessions(
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+    ) -> list[StoredSession]: ...
+
+    # runs
+    @abstractmethod
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        """Insert a queued run and its start invocation; an idempotency hit returns the first run and False.
+
+        Raises SessionBusy when a run of the session is queued or running, NotFound when the session is gone.
+        """
+
+    @abstractmethod
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None: ...
+
+    @abstractmethod
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]: ...
+
+    @abstractmethod
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        """held → queued with ``decision`` and a queued resume invocation; None when the run is not held.
+
+        Atomic against ``Database.delete_session`` of the run's session: a decision never queues a
+        resume in a session that was deleted meanwhile (the delete cancels held runs)."""
+
+    @abstractmethod
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        """queued/held → cancelled; running → cancel_requested; other statuses unchanged. None if absent."""
+
+    # invocations
+    @abstractmethod
+    async def has_queued(self, env: str, agents: list[str]) -> bool:
+        """A cheap read: is there a queued invocation for one of ``agents``?"""
+
+    @abstractmethod
+    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+        """Atomically move the oldest queued invocation of ``agents`` (and its run) to running."""
+
+    @abstractmethod
+    async def token_context(self, token_hash: str) -> RunContext | None:
+        """The running invocation holding this token (the caller checks its lease), else None."""
+
+    @abstractmethod
+    async def token_lease(self, token_hash: str) -> int | None:
+        """The lease end of the running invocation holding this token, else None.
+
+        The cheap per-request validity check once the token's context is known (a context never
+        changes for a token; whether it is still running does, from any server process)."""
+
+    @abstractmethod
+    async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
+        """Extend a live lease; return the run's cancel_requested, or None when the token is dead."""
+
+    @abstractmethod
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        """End a live invocation and move its run on; None when the token is dead."""
+
+    @abstractmethod
+    async def expire(self, now: int) -> int:
+        """Running invocations whose lease ran out become lost, their runs interrupted; return how many."""
+
+    # export and import (rows as ``dump.py`` moves them)
+    @abstractmethod
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        """Every row of one of ``dump.TABLES``, as column → value."""
+
+    @abstractmethod
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert rows as exported, keeping rows the store already has; return how many were new."""
+
+
+# ---------------------------------------------------------------- leases
+
+
+class LeaseFacet(ABC):
+    """Per-session leases whose tokens are fencing counters (each grant a larger one), and fenced blobs.
+
+    ``token=None`` on a write means unfenced (a plain write). A fenced write returns False,
+    writing nothing, when the token is no longer the session's current one, checked by the store in
+    the same atomic step as the write. Every method raises ``Unavailable`` when the store cannot be
+    reached, and nothing else from the driver.
+    """
+
+    poll_first = 0.01
+    """Seconds a waiter sleeps before its first retry; doubled up to ``poll_max``."""
+    poll_max = 0.2
+
+    @abstractmethod
+    async def acquire(self, id: str, ttl_ms: int) -> int | None:
+        """Grant the lease when free or expired: the new (larger) token, else None."""
+
+    @abstractmethod
+    async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
+        """Extend the lease by ``ttl_ms`` when ``token`` is still current; False when it is not."""
+
+    @abstractmethod
+    async def release(self, id: str, token: int) -> None:
+        """Free the lease when ``token`` is still current (the counter is kept)."""
+
+    @abstractmethod
+    async def read(self, id: str) -> Blob | None:
+        """The stored blob, or None when absent (expired blobs may be returned; callers check)."""
+
+    @abstractmethod
+    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
+        """Replace the blob; fenced when ``token`` is given."""
+
+    @abstractmethod
+    async def remove(self, id: str, token: int | None) -> bool:
+        """Delete the blob (absent is fine); fenced when ``token`` is given."""
+
+    @abstractmethod
+    async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
+        """Set the blob's expiry when it exists; fenced when ``token`` is given."""
+
+
+# ---------------------------------------------------------------- harness
+
+
+Pending = tuple[str | None, bytes, int | None]
+"""A log entry on its way in: its id (None: none), its JSON bytes, its creation time (None: now)."""
+EntryRow = tuple[int, str | None, bytes, int]
+"""A log entry read back whole: position, id, JSON bytes, creation time."""
+
+
+class HarnessFacet(Protocol):
+    """The harness store's storage, synchronous. Rows carry JSON as text or bytes, as written.
+
+    Each method is atomic on its own and joins this thread's open ``transaction()``. Guards live in
+    the writing statements (``UPDATE … WHERE status = …``, ``INSERT … ON CONFLICT``), so they hold when
+    several processes race; a log's writers queue on the log's head row.
+    """
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Group this thread's writes: they commit together or not at all (nested: savepoints)."""
+
+    def create_session(self, id: str, parent: str | None, state: str, created_at: int, now: int) -> Row:
+        """Insert, or the existing row: ``(id, parent, state, created_at, updated_at)``."""
+
+    def session(self, id: str) -> Row | None: ...
+    def sessions(self) -> list[Row]: ...
+    def set_session_state(self, id: str, state: str, now: int) -> bool: ...
+    def delete_session(self, id: str) -> bool: ...
+
+    def enqueue(self, session: str, id: str, input: str, meta: str, now: int) -> tuple[Row, bool]:
+        """Insert a queued operation unless ``(session, id)`` exists: ``(row, inserted)``; rows are
+        ``(session, id, seq, status, input, meta, result, reason, created_at, settled_at)``."""
+
+    def operation(self, session: str, id: str) -> Row | None: ...
+    def operations(self, session: str | None, statuses: Sequence[str] | None) -> list[Row]: ...
+    def transition(self, session: str, id: str, source: str, target: str) -> bool: ...
+    def settle(self, session: str, id: str, status: str, result: str, reason: str | None, now: int) -> bool: ...
+    def delete_operation(self, session: str, id: str) -> bool: ...
+    def delete_settled(self, session: str) -> int: ...
+    def set_operation_meta(self, session: str, id: str, meta: str) -> bool: ...
+
+    def append(self, session: str, log: str, pending: Sequence[Pending], now: int) -> int:
+        """Write entries in order, atomically (an id already in the log replaces its entry in place);
+        the position of the last one written."""
+
+    def read(self, session: str, log: str, after: int, limit: int | None) -> list[EntryRow]: ...
+    def entry(self, session: str, log: str, id: str) -> EntryRow | None: ...
+    def end(self, session: str, log: str) -> int: ...
+    def clear(self, session: str, log: str) -> None: ...
+    def copy(self, source: str, target: str, log: str, now: int) -> None: ...
+
+
+# ---------------------------------------------------------------- the database
+
+
+class Database(ABC):
+    """One store as this process sees it. Open it with ``stores.open_database(url)``; close it once.
+
+    Facets are made on first use (schema migrated then) and shared by everything that uses this
+    Database; heavy resources (a SQLite file's writer thread, a PostgreSQL pool) are shared by every
+    Database of the same URL in the process.
+    """
+
+    url: str
+    capabilities: Capabilities
+
+    @abstractmethod
+    async def state(self) -> StateFacet:
+        """The state facet, asynchronous."""
+
+    @abstractmethod
+    def sync_state(self) -> SyncStateFacet:
+        """The state facet, synchronous (the embedded store)."""
+
+    async def platform(self) -> PlatformFacet:
+        """The platform facet (``capabilities.platform``)."""
+        self.capabilities.require("platform", self.url)
+        raise AssertionError("unreachable: a store declaring a platform implements it")
+
+    async def leases(self, space: str) -> LeaseFacet:
+        """The lease facet of ``space`` (``sessions`` or ``tokens``: kept apart)."""
+        self.capabilities.require("leases", self.url)
+        raise AssertionError("unreachable: a store declaring leases implements them")
+
+    def harness(self, prefix: str, chunk_size: int) -> HarnessFacet:
+        """The harness facet of one table prefix (``capabilities.harness``)."""
+        self.capabilities.require("harness", self.url)
+        raise AssertionError("unreachable: a store declaring a harness implements it")
+
+    async def read_with_lease(self, token_hash: str, ns: str, key: str) -> LeaseAndEntry:
+        """A run token's lease end and a state value, for a run's state GET. A store whose platform and
+        state share one database reads both in one statement (one snapshot, one round trip); this
+        default asks each facet in turn."""
+        platform, state = await self.platform(), await self.state()
+        return await platform.token_lease(token_hash), await state.get(ns, key)
+
+    @abstractmethod
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        """Delete a session unless a run of it is queued or running (SessionBusy), and in the same atomic
+        step cancel its held runs and drop its session-scope state of every agent that ran in it, so
+        an id created again later starts empty. The agents, or None when there is no such session."""
+
+    @abstractmethod
+    async def ping(self) -> None:
         """Raise Unavailable when the store cannot be reached."""
 
-    def close(self) -> None: ...
-
-
-class Backend(ABC):
-    """The contract, asynchronous face (same methods and promises as ``SyncBackend``)."""
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release this Database (from async code); shared resources close with their last user."""
 
     @abstractmethod
-    async def get(self, ns: str, key: str) -> Entry | None: ...
-
-    @abstractmethod
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int: ...
-
-    @abstractmethod
-    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool: ...
-
-    @abstractmethod
-    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]: ...
-
-    @abstractmethod
-    async def keys(
-        self, ns: str, prefix: str = "", after: str = "", limit: int = 100
-    ) -> list[tuple[str, int]]: ...
-
-    @abstractmethod
-    async def drop(self, ns: str) -> None: ...
-
-    @abstractmethod
-    def records(self) -> AsyncIterator[StateRecord]: ...
-
-    @abstractmethod
-    async def restore(self, record: StateRecord) -> None: ...
-
-    @abstractmethod
-    async def ping(self) -> None: ...
-
-    @abstractmethod
-    async def aclose(self) -> None: ...
-
-
-def prefix_end(prefix: str) -> str:
-    """The smallest string above every key that starts with ``prefix`` (keys are ASCII)."""
-    return prefix + "\x7f"
+    def close(self) -> None:
+        """Release this Database (from sync code)."""

@@ -1,0 +1,45 @@
+"""The platform's rows as export/import moves them: every table, every column, bytes kept.
+
+The SQL backends (SQLite, PostgreSQL) share one table layout (``sql/platform.py``), so a dump is a
+list of ``(table, row)`` with rows as column → value dicts; bytes columns (canonical JSON of
+inputs, outputs, metadata) travel as ``{"$b64": ...}`` so any JSON line format carries them.
+Keys travel as their secret hashes only: an export never holds a usable secret.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations")
+"""In an order that an import can follow: what a row refers to comes first."""
+
+
+def encode_row(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
+    return {name: _encode(value) for name, value in zip(columns, row, strict=True)}
+
+
+def decode_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: _decode(value) for name, value in row.items()}
+
+
+def check_table(table: str, columns: Iterator[str] | Sequence[str]) -> None:
+    """Refuse a dump line naming a table or column this version does not know (never SQL from input)."""
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r} in the dump")
+    for name in columns:
+        if not name.replace("_", "").isalnum():
+            raise ValueError(f"bad column name {name!r} in the dump")
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"$b64"}:
+        return base64.b64decode(value["$b64"])
+    return value

@@ -1,0 +1,136 @@
+"""Give a state facet written in one style the other face, without rewriting its logic.
+
+``InlineAsync``: the async face of an in-process sync core whose calls never block for long
+(memory). ``Portal``: the sync face of an async facet (PostgreSQL, Redis), running its coroutines
+on one private event-loop thread (``EventLoopThread``, owned by the facet's ``Database``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
+
+from .base import Database, StateFacet, SyncStateFacet
+from .records import Entry, StateRecord
+
+T = TypeVar("T")
+
+
+class InlineAsync(StateFacet):
+    """Async face of a sync core, calling it on the event loop's thread."""
+
+    def __init__(self, sync: SyncStateFacet) -> None:
+        self.sync = sync
+
+    async def get(self, ns: str, key: str) -> Entry | None:
+        return self.sync.get(ns, key)
+
+    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
+        return self.sync.put(ns, key, data, if_version)
+
+    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
+        return self.sync.delete(ns, key, if_version)
+
+    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
+        return self.sync.append(ns, key, items)
+
+    async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
+        return self.sync.keys(ns, prefix, after, limit)
+
+    async def drop(self, ns: str) -> None:
+        self.sync.drop(ns)
+
+    async def records(self) -> AsyncIterator[StateRecord]:
+        for record in self.sync.records():
+            yield record
+
+    async def restore(self, record: StateRecord) -> None:
+        self.sync.restore(record)
+
+
+class EventLoopThread:
+    """A private event loop on a daemon thread, for running coroutines from sync code."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="keepstate-portal", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
+class Portal:
+    """Sync face of an async facet; the facet lives on its own loop thread."""
+
+    def __init__(self, facet: StateFacet, loop: EventLoopThread) -> None:
+        self.facet = facet
+        self._loop = loop
+
+    def get(self, ns: str, key: str) -> Entry | None:
+        return self._loop.run(self.facet.get(ns, key))
+
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
+        return self._loop.run(self.facet.put(ns, key, data, if_version))
+
+    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
+        return self._loop.run(self.facet.delete(ns, key, if_version))
+
+    def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
+        return self._loop.run(self.facet.append(ns, key, items))
+
+    def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
+        return self._loop.run(self.facet.keys(ns, prefix, after, limit))
+
+    def drop(self, ns: str) -> None:
+        self._loop.run(self.facet.drop(ns))
+
+    def records(self) -> Iterator[StateRecord]:
+        async def collect() -> list[StateRecord]:
+            return [record async for record in self.facet.records()]
+
+        yield from self._loop.run(collect())
+
+    def restore(self, record: StateRecord) -> None:
+        self._loop.run(self.facet.restore(record))
+
+
+class SyncState:
+    """A network Database's sync state face: an inner Database of the same URL, opened on a private
+    loop thread on first use, its state facet behind a ``Portal``."""
+
+    def __init__(self, opener: Callable[[], Database]) -> None:
+        self._opener = opener
+        self._loop: EventLoopThread | None = None
+        self._inner: Database | None = None
+        self._portal: Portal | None = None
+        self._lock = threading.Lock()
+
+    def face(self) -> Portal:
+        with self._lock:
+            if self._portal is None:
+                loop, inner = EventLoopThread(), self._opener()
+                try:
+                    facet = loop.run(inner.state())
+                except BaseException:
+                    loop.run(inner.aclose())
+                    loop.stop()
+                    raise
+                self._loop, self._inner, self._portal = loop, inner, Portal(facet, loop)
+            return self._portal
+
+    def close(self) -> None:
+        with self._lock:
+            loop, inner, self._loop, self._inner, self._portal = self._loop, self._inner, None, None, None
+        if loop is not None and inner is not None:
+            try:
+                loop.run(inner.aclose())
+            finally:
+                loop.stop()

@@ -1,0 +1,251 @@
+"""The platform facet in process memory, for ``memory://`` stores (tests, one-process apps).
+
+Every method runs to completion on the event loop thread without awaiting in between, so each
+guarded operation is atomic by construction. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import count
+from typing import Any
+
+from ...errors import InvalidRequest, NotFound, SessionBusy
+from ..base import PlatformFacet
+from ..records import (
+    ACTIVE,
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
+
+
+class MemoryPlatform(PlatformFacet):
+    def __init__(self) -> None:
+        self._seq = count(1)
+        self._keys: dict[str, tuple[StoredKey, str]] = {}  # id -> (record, secret hash)
+        self._by_hash: dict[str, str] = {}
+        self._sessions: dict[tuple[str, str], StoredSession] = {}
+        self._runs: dict[str, StoredRun] = {}
+        self._callers: dict[str, str] = {}  # run id -> caller, for idempotency
+        self._invocations: dict[str, StoredInvocation] = {}
+        self._by_token: dict[str, str] = {}
+
+    # keys
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
+        self._keys[key.id] = (key, secret_hash)
+        self._by_hash[secret_hash] = key.id
+
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
+        known = self._by_hash.get(secret_hash)
+        if known is not None:
+            old = self._keys[known][0]
+            key = replace(old, env=key.env, role="admin", revoked=False)
+        await self.add_key(replace(key, role="admin"), secret_hash)
+
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
+        key_id = self._by_hash.get(secret_hash)
+        return None if key_id is None else self._keys[key_id][0]
+
+    async def list_keys(self, env: str) -> list[StoredKey]:
+        keys = [key for key, _ in self._keys.values() if key.env == env and not key.revoked]
+        return sorted(keys, key=lambda k: (k.created_at, k.id))
+
+    async def revoke_key(self, env: str, key_id: str) -> bool:
+        found = self._keys.get(key_id)
+        if found is None or found[0].env != env or found[0].revoked:
+            return False
+        self._keys[key_id] = (replace(found[0], revoked=True), found[1])
+        return True
+
+    async def has_keys(self) -> bool:
+        return any(not key.revoked for key, _ in self._keys.values())
+
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
+        if await self.has_keys():
+            return False
+        await self.add_key(key, secret_hash)
+        return True
+
+    # sessions
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
+        existing = self._sessions.get((session.env, session.id))
+        if existing is not None:
+            return existing, False
+        created = replace(session, seq=next(self._seq))
+        self._sessions[(session.env, session.id)] = created
+        return created, True
+
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
+        return self._sessions.get((env, session_id))
+
+    async def list_sessions(
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+    ) -> list[StoredSession]:
+        found = [
+            s
+            for s in self._sessions.values()
+            if s.env == env and s.seq > after and owner in (None, s.owner) and user in (None, s.user)
+        ]
+        return sorted(found, key=lambda s: s.seq)[:limit]
+
+    def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
+        if (env, session_id) not in self._sessions:
+            return None
+        if self._session_busy(env, session_id):
+            raise SessionBusy(f"session {session_id!r} has a queued or running run")
+        del self._sessions[(env, session_id)]
+        for run in list(self._runs.values()):
+            if (run.env, run.session_id, run.status) == (env, session_id, "held"):
+                self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
+        return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
+
+    def _session_busy(self, env: str, session_id: str) -> bool:
+        return any(r.env == env and r.session_id == session_id and r.status in ACTIVE for r in self._runs.values())
+
+    # runs
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        if run.idempotency_key is not None:
+            for other in self._runs.values():
+                if (other.env, other.idempotency_key) == (run.env, run.idempotency_key) and (
+                    self._callers[other.id] == caller
+                ):
+                    return other, False
+        if run.session_id is not None:
+            if (run.env, run.session_id) not in self._sessions:
+                raise NotFound(f"no session {run.session_id!r}")
+            if self._session_busy(run.env, run.session_id):
+                raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+        stored = replace(run, seq=next(self._seq))
+        self._runs[run.id] = stored
+        self._callers[run.id] = caller
+        self._queue(invocation)
+        return stored, True
+
+    def _queue(self, invocation: StoredInvocation) -> None:
+        self._invocations[invocation.id] = replace(invocation, seq=next(self._seq))
+
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
+        run = self._runs.get(run_id)
+        return run if run is not None and run.env == env else None
+
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
+        q = query
+        found = [
+            r
+            for r in self._runs.values()
+            if r.env == q.env
+            and r.seq > q.after
+            and q.owner in (None, r.owner)
+            and q.session_id in (None, r.session_id)
+            and q.status in (None, r.status)
+        ]
+        return sorted(found, key=lambda r: r.seq)[: q.limit]
+
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        run = await self.get_run(env, run_id)
+        if run is None or run.status != "held":
+            return None
+        self._runs[run_id] = run = replace(run, status="queued", decision=decision, updated_at=now)
+        self._queue(invocation)
+        return run
+
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        run = await self.get_run(env, run_id)
+        if run is None:
+            return None
+        if run.status in ("queued", "held"):
+            run = replace(run, status="cancelled", updated_at=now)
+            for inv in self._invocations.values():
+                if inv.run_id == run_id and inv.status == "queued":
+                    self._invocations[inv.id] = replace(inv, status="cancelled")
+        elif run.status == "running":
+            run = replace(run, cancel_requested=True, updated_at=now)
+        self._runs[run_id] = run
+        return run
+
+    # invocations
+    def _oldest_queued(self, env: str, agents: list[str]) -> StoredInvocation | None:
+        queued = [i for i in self._invocations.values() if i.env == env and i.status == "queued" and i.agent in agents]
+        return min(queued, key=lambda i: i.seq, default=None)
+
+    async def has_queued(self, env: str, agents: list[str]) -> bool:
+        return self._oldest_queued(env, agents) is not None
+
+    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+        inv = self._oldest_queued(env, agents)
+        if inv is None:
+            return None
+        inv = replace(inv, status="running", token_hash=token_hash, lease_until=lease_until)
+        self._invocations[inv.id] = inv
+        self._by_token[token_hash] = inv.id
+        run = replace(self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now)
+        self._runs[run.id] = run
+        return Claimed(inv, run)
+
+    def _live(self, invocation_id: str, token_hash: str, now: int) -> StoredInvocation | None:
+        inv = self._invocations.get(invocation_id)
+        if inv is None or inv.token_hash != token_hash or inv.status != "running" or inv.lease_until < now:
+            return None
+        return inv
+
+    async def token_context(self, token_hash: str) -> RunContext | None:
+        inv = self._invocations.get(self._by_token.get(token_hash, ""))
+        if inv is None or inv.status != "running":
+            return None
+        run = self._runs[inv.run_id]
+        return RunContext(inv.id, run.id, run.env, run.agent, run.session_id, run.user, run.owner, inv.lease_until)
+
+    async def token_lease(self, token_hash: str) -> int | None:
+        inv = self._invocations.get(self._by_token.get(token_hash, ""))
+        return None if inv is None or inv.status != "running" else inv.lease_until
+
+    async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
+        inv = self._live(invocation_id, token_hash, now)
+        if inv is None:
+            return None
+        self._invocations[inv.id] = replace(inv, lease_until=lease_until)
+        return self._runs[inv.run_id].cancel_requested
+
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        inv = self._live(invocation_id, token_hash, now)
+        if inv is None:
+            return None
+        self._invocations[inv.id] = replace(inv, status=FINISHED[outcome.kind])
+        run = self._runs[inv.run_id]
+        status = finished_status(outcome.kind, run.cancel_requested)
+        run = replace(run, status=status, updated_at=now)
+        if outcome.kind == "complete":
+            run = replace(run, output=outcome.data)
+        elif outcome.kind == "fail":
+            run = replace(run, error=outcome.data)
+        else:
+            run = replace(run, hold=outcome.data, decision=NULL)
+        self._runs[run.id] = run
+        return run
+
+    async def expire(self, now: int) -> int:
+        lost = [i for i in self._invocations.values() if i.status == "running" and i.lease_until < now]
+        for inv in lost:
+            self._invocations[inv.id] = replace(inv, status="lost")
+            run = self._runs[inv.run_id]
+            if run.status == "running":
+                self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
+        return len(lost)
+
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")

@@ -1,0 +1,172 @@
+"""``postgresql://``: every facet on one PostgreSQL database, for many processes on many machines.
+
+psycopg's asyncio pools belong to the event loop that made them, so the process keeps one pool per
+(URL, loop), shared by every ``PostgresDatabase`` of the URL in that loop — a server has one loop
+and so one pool for its state, platform and leases. The synchronous faces (the embedded store, the
+harness store) use a private loop thread (``faces.EventLoopThread``) for the state facet and one
+sync pool for the harness. Schemas migrate once per process per component, under the database's
+advisory lock. Two facets that must act together do so in one statement (``read_with_lease``) or
+one transaction on one connection (``delete_session``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
+from ..faces import Portal, SyncState
+from ..records import namespace
+from ..sql import platform as shared_sql
+from ..sql.harness_facet import SqlHarness
+from . import db
+from . import leases as leases_facet
+from . import platform as platform_facet
+from . import platform_sql as pg_platform_sql
+from . import state as state_facet
+from .harness import PostgresEngine
+
+try:
+    import psycopg_pool
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
+
+CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True)
+TOKEN_LEASE = pg_platform_sql.pg(shared_sql.TOKEN_LEASE)
+SCHEMAS: dict[str, Sequence[str]] = {
+    state_facet.COMPONENT: state_facet.STEPS,
+    platform_facet.COMPONENT: pg_platform_sql.STEPS,
+    leases_facet.COMPONENT: leases_facet.STEPS,
+}
+
+
+@dataclass
+class _Pooled:
+    """An async pool of one (URL, loop) and how many Databases use it."""
+
+    pool: psycopg_pool.AsyncConnectionPool
+    users: int = 0
+    migrated: set[str] = field(default_factory=set)
+    """The components whose schema this process brought up to date."""
+
+
+_POOLS: dict[tuple[str, asyncio.AbstractEventLoop], _Pooled] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+async def _acquire(url: str) -> _Pooled:
+    loop = asyncio.get_running_loop()
+    with _POOLS_LOCK:
+        for key in [key for key in _POOLS if key[1].is_closed()]:  # a loop that ended without closing them
+            del _POOLS[key]
+        found = _POOLS.get((url, loop))
+        if found is not None:
+            found.users += 1
+            return found
+    pool = await db.open_async_pool(url)
+    with _POOLS_LOCK:
+        found = _POOLS.get((url, loop))
+        if found is None:
+            found = _POOLS[(url, loop)] = _Pooled(pool)
+            pool = None  # type: ignore[assignment]
+        found.users += 1
+    if pool is not None:  # another opener of this loop won the race
+        await pool.close()
+    return found
+
+
+async def _release(url: str, pooled: _Pooled) -> None:
+    with _POOLS_LOCK:
+        pooled.users -= 1
+        if pooled.users > 0:
+            return
+        for key, value in list(_POOLS.items()):
+            if value is pooled:
+                del _POOLS[key]
+    await pooled.pool.close()
+
+
+class PostgresDatabase(Database):
+    capabilities = CAPABILITIES
+
+    def __init__(self, url: str) -> None:
+        self.url = db.pg_url(url)
+        self._pooled: _Pooled | None = None
+        self._sync = SyncState(lambda: PostgresDatabase(url))
+        self._sync_pool: psycopg_pool.ConnectionPool | None = None
+        self._state: state_facet.PostgresState | None = None
+        self._lock = threading.Lock()
+
+    async def pool(self) -> psycopg_pool.AsyncConnectionPool:
+        """This Database's async pool, in the running loop (the first call decides the loop)."""
+        if self._pooled is None:
+            pooled = await _acquire(self.url)
+            if self._pooled is None:
+                self._pooled = pooled
+            else:  # a concurrent first call of this Database won
+                await _release(self.url, pooled)
+        return self._pooled.pool
+
+    async def _migrated(self, component: str) -> psycopg_pool.AsyncConnectionPool:
+        pool = await self.pool()
+        assert self._pooled is not None
+        if component not in self._pooled.migrated:
+            await db.amigrate(pool, component, SCHEMAS[component])
+            self._pooled.migrated.add(component)
+        return pool
+
+    async def state(self) -> state_facet.PostgresState:
+        if self._state is None:
+            self._state = state_facet.PostgresState(await self._migrated(state_facet.COMPONENT))
+        return self._state
+
+    def sync_state(self) -> Portal:
+        return self._sync.face()
+
+    async def platform(self) -> PlatformFacet:
+        return platform_facet.PostgresPlatform(await self._migrated(platform_facet.COMPONENT))
+
+    async def leases(self, space: str) -> LeaseFacet:
+        return leases_facet.PostgresLeases(await self._migrated(leases_facet.COMPONENT), space)
+
+    def harness(self, prefix: str, chunk_size: int) -> HarnessFacet:
+        with self._lock:
+            if self._sync_pool is None:
+                self._sync_pool = db.open_pool(self.url)
+        return SqlHarness(PostgresEngine(self._sync_pool), prefix, chunk_size)
+
+    async def read_with_lease(self, token_hash: str, ns: str, key: str) -> LeaseAndEntry:
+        """One statement, one round trip: the lease's scalar subquery joined to the value's header."""
+        facet = self._state or await self.state()
+        lease_until, entry = await facet.get_with(TOKEN_LEASE, (token_hash,), ns, key)
+        return (None if lease_until is None else int(lease_until)), entry
+
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        await self.state()
+        pool = await self._migrated(platform_facet.COMPONENT)
+        async with db.aconnection(pool) as conn, conn.transaction():
+            agents = await platform_facet.delete_session(conn, env, session_id, now)
+            for agent in agents or ():
+                await state_facet.drop(conn, namespace(env, "session", agent, session_id))
+        return agents
+
+    async def ping(self) -> None:
+        async with db.aconnection(await self.pool()) as conn:
+            await conn.execute("SELECT 1")
+
+    async def aclose(self) -> None:
+        pooled, self._pooled, self._state = self._pooled, None, None
+        if pooled is not None:
+            await _release(self.url, pooled)
+        self.close()
+
+    def close(self) -> None:
+        """The sync faces' resources (the loop thread, the harness pool); an async pool goes with ``aclose``,
+        in its own loop."""
+        self._sync.close()
+        with self._lock:
+            sync_pool, self._sync_pool = self._sync_pool, None
+        if sync_pool is not None:
+            sync_pool.close()

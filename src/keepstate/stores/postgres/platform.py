@@ -1,0 +1,300 @@
+"""The platform facet on PostgreSQL: many server processes sharing one database.
+
+psycopg 3 async over the database's pool (the one every facet of a process shares). Every
+operation is one statement, or one short transaction of a few statements that holds no lock
+across anything but its own statements; the SQL is ``sql/platform.py``'s, through
+``platform_sql.pg()``, and ``platform_sql.py`` holds only what PostgreSQL's READ COMMITTED needs on
+top (row locks that make the "other rows" guards true; see its docstring). Connection trouble becomes ``Unavailable`` in
+``aconnection``; a unique violation on the idempotency index means "the first run won".
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
+from ..sql import platform as sql
+from . import platform_sql as pg_sql
+from .db import aconnection
+from .platform_sql import pg
+
+FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
+
+try:
+    import psycopg
+    import psycopg_pool
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
+
+COMPONENT = "platform"
+Conn = psycopg.AsyncConnection[Any]
+Row = tuple[Any, ...]
+
+
+class PostgresPlatform(PlatformFacet):
+    """The platform facet on one PostgreSQL database (the URL's schema, via ``search_path``)."""
+
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
+        self.pool = pool
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Conn]:
+        """A pooled connection (trouble → Unavailable). PostgreSQL text cannot hold U+0000, and no stored
+        id does (ids are in the key charset), so a looked-up id holding one names nothing: NotFound."""
+        try:
+            async with aconnection(self.pool) as conn:
+                yield conn
+        except psycopg.DataError as error:
+            if error.sqlstate is not None or "NUL" not in str(error):
+                raise
+            raise NotFound("no such record (an id holds U+0000)") from None
+
+    async def _one(self, query: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Row | None:
+        async with self._conn() as conn:
+            return await (await conn.execute(query, params)).fetchone()
+
+    async def _all(self, query: str, params: tuple[Any, ...]) -> list[Row]:
+        async with self._conn() as conn:
+            return await (await conn.execute(query, params)).fetchall()
+
+    # keys
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
+        await self._write_key(pg(sql.INSERT_KEY), key, secret_hash)
+
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
+        await self._write_key(pg(sql.UPSERT_ADMIN_KEY), key, secret_hash, "admin")
+
+    async def _write_key(self, query: str, key: StoredKey, secret_hash: str, role: str | None = None) -> None:
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
+            await conn.execute(query, (key.id, key.env, role or key.role, key.name, key.created_at, secret_hash))
+
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
+        row = await self._one(pg(sql.KEY_BY_HASH), (secret_hash,))
+        return None if row is None else sql.key_from_row(row)
+
+    async def list_keys(self, env: str) -> list[StoredKey]:
+        return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
+
+    async def revoke_key(self, env: str, key_id: str) -> bool:
+        async with self._conn() as conn:
+            return (await conn.execute(pg(sql.REVOKE_KEY), (env, key_id))).rowcount > 0
+
+    async def has_keys(self) -> bool:
+        return await self._one(pg(sql.ANY_KEY)) is not None
+
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
+        """Under READ COMMITTED two inserts would both see no key: take a transaction-scoped
+        advisory lock first, so the insert's own snapshot (taken after the wait) sees the winner's."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FIRST_KEY_LOCK,))
+            params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
+            if (await conn.execute(pg(sql.INSERT_FIRST_KEY), params)).rowcount == 0:
+                return False
+            await conn.execute(pg(sql.INSERT_ENV), (key.env, key.created_at))
+            return True
+
+    # sessions
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
+        """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
+        s = session
+        async with self._conn() as conn:
+            params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
+            row = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
+            if row is not None:
+                return sql.session_from_row(row), True
+            row = await (await conn.execute(pg(sql.GET_SESSION), (s.env, s.id))).fetchone()
+        if row is None:  # deleted between the two statements: as if it never existed, try again
+            return await self.create_session(session)
+        return sql.session_from_row(row), False
+
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
+        row = await self._one(pg(sql.GET_SESSION), (env, session_id))
+        return None if row is None else sql.session_from_row(row)
+
+    async def list_sessions(
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+    ) -> list[StoredSession]:
+        rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
+        return [sql.session_from_row(row) for row in rows]
+
+    # runs
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        try:
+            async with self._conn() as conn, conn.transaction():
+                return await _start_run(conn, run, caller, invocation)
+        except psycopg.errors.UniqueViolation as error:
+            if error.diag.constraint_name != pg_sql.IDEMPOTENCY_INDEX:
+                raise
+        first = await self._one(pg(sql.RUN_BY_IDEMPOTENCY), (run.env, caller, run.idempotency_key))
+        assert first is not None  # the violation means it is committed
+        return sql.run_from_row(first), False
+
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
+        row = await self._one(pg(sql.GET_RUN), (env, run_id))
+        return None if row is None else sql.run_from_row(row)
+
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
+        q = query
+        params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
+        return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
+
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        """The run's session row is locked first, as ``delete_session`` does: the two serialise, so a
+        decision never queues a resume in a session deleted meanwhile."""
+        async with self._conn() as conn, conn.transaction():
+            session = await (await conn.execute(pg(sql.SESSION_OF_RUN), (env, run_id))).fetchone()
+            if session is not None and session[0] is not None:
+                await conn.execute(pg_sql.LOCK_SESSION, (env, session[0]))
+            row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
+            if row is None:
+                return None
+            await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
+        return sql.run_from_row(row)
+
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
+            row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
+            if row is not None:
+                await conn.execute(pg(sql.CANCEL_QUEUED_INVOCATIONS), (run_id,))
+            else:
+                row = await (await conn.execute(pg(sql.REQUEST_CANCEL), (now, env, run_id))).fetchone()
+            row = row or await (await conn.execute(pg(sql.GET_RUN), (env, run_id))).fetchone()
+        return None if row is None else sql.run_from_row(row)
+
+    # invocations
+    async def has_queued(self, env: str, agents: list[str]) -> bool:
+        return await self._one(pg_sql.has_queued(agents), (env, *agents)) is not None
+
+    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+        async with self._conn() as conn, conn.transaction():
+            params = (token_hash, lease_until, env, *agents)
+            row = await (await conn.execute(pg_sql.claim(agents), params)).fetchone()
+            if row is None:
+                return None
+            invocation = sql.invocation_from_row(row)
+            run_row = await (await conn.execute(pg(sql.START_RUN), (now, invocation.run_id))).fetchone()
+        assert run_row is not None  # a queued invocation's run is queued (cancel ends both together)
+        return Claimed(invocation, sql.run_from_row(run_row))
+
+    async def token_context(self, token_hash: str) -> RunContext | None:
+        row = await self._one(pg(sql.TOKEN_CONTEXT), (token_hash,))
+        return None if row is None else RunContext(*row)
+
+    async def token_lease(self, token_hash: str) -> int | None:
+        row = await self._one(pg(sql.TOKEN_LEASE), (token_hash,))
+        return None if row is None else int(row[0])
+
+    async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
+        """The guarded lease extension, then a plain read of the run's flag (no guard depends on it)."""
+        async with self._conn() as conn:
+            params = (lease_until, invocation_id, token_hash, now)
+            row = await (await conn.execute(pg(sql.HEARTBEAT), params)).fetchone()
+            if row is None:
+                return None
+            flag = await (await conn.execute(pg(sql.RUN_CANCEL_REQUESTED), (row[0],))).fetchone()
+        return bool(flag and flag[0])
+
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        async with self._conn() as conn, conn.transaction():
+            params = (FINISHED[outcome.kind], invocation_id, token_hash, now)
+            row = await (await conn.execute(pg(sql.END_INVOCATION), params)).fetchone()
+            if row is None:
+                return None
+            run_id = row[0]
+            flag = await (await conn.execute(pg_sql.LOCK_CANCEL_REQUESTED, (run_id,))).fetchone()
+            status = finished_status(outcome.kind, bool(flag and flag[0]))
+            extra = (NULL,) if outcome.kind == "hold" else ()
+            query = pg_sql.FINISH_RUN[outcome.kind]
+            ended = await (await conn.execute(query, (status, outcome.data, now, *extra, run_id))).fetchone()
+        assert ended is not None  # the live invocation's run is running, and locked here
+        return sql.run_from_row(ended)
+
+    async def expire(self, now: int) -> int:
+        row = await self._one(pg_sql.EXPIRE, {"now": now})
+        return int(row[0]) if row else 0
+
+    # export and import: rows as ``dump.py`` moves them, the same layout as SQLite's
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        dump.check_table(table, [])
+        async with self._conn() as conn:
+            cursor = await conn.execute(pg_sql.dump(table))
+            columns = [column.name for column in cursor.description or ()]
+            return [dump.encode_row(columns, row) for row in await cursor.fetchall()]
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        """Insert as exported (``seq`` kept), keep rows already there, then move the numbering past them."""
+        added = 0
+        async with self._conn() as conn, conn.transaction():
+            for row in rows:
+                dump.check_table(table, list(row))
+                cursor = await conn.execute(pg_sql.load(table, tuple(row)), tuple(dump.decode_row(row).values()))
+                added += max(cursor.rowcount, 0)
+            if table in pg_sql.NUMBERED:
+                await conn.execute(pg_sql.renumber(table))
+        return added
+
+
+async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+    """In one transaction: the session row locked first, so the "no active run" guard sees every commit."""
+    session_exists = True
+    if run.session_id is not None:
+        locked = await (await conn.execute(pg_sql.LOCK_SESSION, (run.env, run.session_id))).fetchone()
+        session_exists = locked is not None
+    if run.idempotency_key is not None:
+        params = (run.env, caller, run.idempotency_key)
+        row = await (await conn.execute(pg(sql.RUN_BY_IDEMPOTENCY), params)).fetchone()
+        if row is not None:
+            return sql.run_from_row(row), False
+    if not session_exists:
+        raise NotFound(f"no session {run.session_id!r}")
+    stored = await _insert_run(conn, run, caller)
+    await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
+    return stored, True
+
+
+async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
+    params = sql.run_params(run, caller)
+    if run.session_id is None:
+        query = pg_sql.INSERT_RUN
+    else:
+        query = pg_sql.INSERT_SESSION_RUN
+        params = (*params, run.env, run.session_id, run.env, run.session_id)
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:
+        raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+    return sql.run_from_row(row)
+
+
+async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs inside the caller's transaction (a step of
+    ``PostgresDatabase.delete_session``); its runs' agents, None when absent. The session row is
+    locked first, as a turn and a decision lock it, so the three serialise."""
+    if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
+        return None
+    cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
+    if cur.rowcount == 0:
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
+    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
+    return [row[0] for row in rows]

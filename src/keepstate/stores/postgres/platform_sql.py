@@ -1,0 +1,126 @@
+"""PostgreSQL text of the platform facet: only what differs from ``sql/platform.py``.
+
+The statements are ``sql/platform.py``'s, read through ``pg()``, which turns their ``?`` placeholders into
+psycopg's ``%s`` (and types the ``? IS NULL`` filters, which PostgreSQL cannot infer). What lives
+here is what READ COMMITTED needs on top: a ``NOT EXISTS`` guard in one statement does not see a
+row that a concurrent transaction is inserting, and a re-checked ``UPDATE`` does not re-run its
+sub-queries. So the few guards that look at *other* rows first take a row lock, and the next
+statement (a fresh snapshot under READ COMMITTED) then decides:
+
+- a turn locks its session row (``LOCK_SESSION``) before the "no active run" guard; a session
+  delete does the same, so the two serialise. A partial unique index on active runs would not do:
+  a held run's resume must be queued even while a newer turn is active.
+- a claim picks the oldest queued invocation ``FOR UPDATE SKIP LOCKED``, so concurrent claimers
+  take different invocations instead of queueing behind one row and coming back empty;
+- a cancel locks the run's queued invocations before the run, the order a claim takes them, so
+  the two never deadlock;
+- lease expiry is one statement (invocations lost, their runs interrupted) that skips rows another
+  sweeper holds: every server sweeps, each lost invocation is handled once.
+
+Canonical JSON stays ``BYTEA`` (never ``jsonb``); flags stay integers so ``sql/platform.py``'s ``= 1`` holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+from ..sql import platform as sql
+
+STEPS = (
+    """
+    CREATE TABLE ks_envs (name TEXT PRIMARY KEY, created_at BIGINT NOT NULL);
+    CREATE TABLE ks_keys (
+        id TEXT PRIMARY KEY, env TEXT NOT NULL, role TEXT NOT NULL, name TEXT,
+        secret_hash TEXT NOT NULL UNIQUE, created_at BIGINT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE ks_sessions (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, env TEXT NOT NULL, id TEXT NOT NULL,
+        owner TEXT NOT NULL, end_user TEXT, metadata BYTEA NOT NULL, created_at BIGINT NOT NULL, UNIQUE (env, id));
+    CREATE INDEX ks_sessions_owner ON ks_sessions (env, owner, seq);
+    CREATE TABLE ks_runs (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, env TEXT NOT NULL,
+        agent TEXT NOT NULL, owner TEXT NOT NULL, caller TEXT NOT NULL, session_id TEXT, end_user TEXT,
+        parent_id TEXT, status TEXT NOT NULL, input BYTEA NOT NULL, output BYTEA NOT NULL, error BYTEA NOT NULL,
+        hold BYTEA NOT NULL, decision BYTEA NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0,
+        idempotency_key TEXT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
+    CREATE UNIQUE INDEX ks_runs_idem ON ks_runs (env, caller, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX ks_runs_session ON ks_runs (env, session_id, status) WHERE session_id IS NOT NULL;
+    CREATE INDEX ks_runs_owner ON ks_runs (env, owner, seq);
+    CREATE TABLE ks_invocations (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, env TEXT NOT NULL,
+        run_id TEXT NOT NULL, agent TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, token_hash TEXT UNIQUE,
+        lease_until BIGINT NOT NULL DEFAULT 0, created_at BIGINT NOT NULL);
+    CREATE INDEX ks_invocations_queue ON ks_invocations (env, agent, seq) WHERE status = 'queued';
+    CREATE INDEX ks_invocations_lease ON ks_invocations (lease_until) WHERE status = 'running';
+    CREATE INDEX ks_invocations_run ON ks_invocations (run_id);
+    """,
+)
+
+IDEMPOTENCY_INDEX = "ks_runs_idem"
+
+
+@cache
+def pg(statement: str) -> str:
+    """``sql.py``'s text for psycopg: ``?`` → ``%s``, a literal ``%`` escaped, NULL filters typed."""
+    return statement.replace("%", "%%").replace("(? IS NULL", "(%s::text IS NULL").replace("?", "%s")
+
+
+LOCK_SESSION = pg(sql.GET_SESSION) + " FOR UPDATE"
+LOCK_QUEUED_INVOCATIONS = "SELECT 1 FROM ks_invocations WHERE run_id = %s AND status = 'queued' FOR UPDATE"
+LOCK_CANCEL_REQUESTED = pg(sql.RUN_CANCEL_REQUESTED) + " FOR UPDATE"
+INSERT_SESSION = pg(sql.INSERT_SESSION) + f" RETURNING {sql.SESSION_COLUMNS}"
+INSERT_RUN = pg(sql.INSERT_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
+INSERT_SESSION_RUN = pg(sql.INSERT_SESSION_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
+FINISH_RUN = {kind: pg(text) + f" RETURNING {sql.RUN_COLUMNS}" for kind, text in sql.FINISH_RUN.items()}
+
+EXPIRE = """WITH lost AS (
+    UPDATE ks_invocations SET status = 'lost'
+    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = 'running' AND lease_until < %(now)s
+                  FOR UPDATE SKIP LOCKED)
+    RETURNING run_id
+), interrupted AS (
+    UPDATE ks_runs SET status = 'interrupted', updated_at = %(now)s
+    WHERE id IN (SELECT run_id FROM lost) AND status = 'running'
+)
+SELECT count(*) FROM lost"""
+
+
+NUMBERED = ("ks_sessions", "ks_runs", "ks_invocations")
+"""Tables whose ``seq`` is an identity column: an import keeps exported numbers, then moves it past them."""
+
+
+def dump(table: str) -> str:
+    """Every row of a table ``dump.check_table`` accepted (never a name from input unchecked)."""
+    return f"SELECT * FROM {table} ORDER BY 1"
+
+
+def load(table: str, columns: Sequence[str]) -> str:
+    overriding = " OVERRIDING SYSTEM VALUE" if "seq" in columns else ""
+    marks = ", ".join(["%s"] * len(columns))
+    return f"INSERT INTO {table} ({', '.join(columns)}){overriding} VALUES ({marks}) ON CONFLICT DO NOTHING"
+
+
+def renumber(table: str) -> str:
+    """The next ``seq`` past every row, never backwards (a server may be inserting meanwhile)."""
+    return (
+        f"SELECT setval(s, GREATEST((SELECT COALESCE(max(seq), 0) FROM {table}) + 1, nextval(s)), false) "
+        f"FROM pg_get_serial_sequence('{table}', 'seq') AS s"
+    )
+
+
+@cache
+def _claim(count: int) -> str:
+    return (
+        "UPDATE ks_invocations SET status = 'running', token_hash = %s, lease_until = %s WHERE seq = ("
+        f"SELECT seq FROM ks_invocations WHERE {pg(sql.queued_filter(['?'] * count))} "
+        f"ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING {sql.INVOCATION_COLUMNS}"
+    )
+
+
+def claim(agents: Sequence[str]) -> str:
+    """Take the oldest queued invocation of ``agents`` that no concurrent claim holds."""
+    return _claim(len(agents))
+
+
+def has_queued(agents: Sequence[str]) -> str:
+    return pg(sql.has_queued(agents))

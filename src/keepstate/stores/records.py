@@ -1,0 +1,212 @@
+"""The records the storage facets read and write: plain frozen dataclasses, free of I/O.
+
+State entries are canonical JSON bytes with a version. The platform's records (keys, sessions,
+runs, invocations) keep their JSON payloads (run input, output, error, hold request, decision,
+session metadata) as canonical JSON bytes too, validated on the way in by ``keepstate.values``, so
+stores never parse them and answers embed them as they are (``public()``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import orjson
+
+SCOPE_KINDS = ("run", "session", "agent", "user")
+ROLES = ("admin", "member", "worker")
+RUN_STATUSES = ("queued", "running", "done", "failed", "held", "interrupted", "cancelled")
+ACTIVE = ("queued", "running")
+"""A run in one of these blocks its session."""
+NULL = b"null"
+
+
+def namespace(env: str, kind: str, agent: str, id: str = "") -> str:
+    """The namespace of one state scope; every part is key-charset, so ``/`` cannot collide."""
+    return f"{env}/{kind}/{agent}/{id}"
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest string above every key that starts with ``prefix`` (keys are ASCII)."""
+    return prefix + "\x7f"
+
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A stored value: canonical JSON bytes and its version."""
+
+    data: bytes
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateRecord:
+    """One key as export/import moves it; ``data`` is None for a tombstone (deleted key)."""
+
+    ns: str
+    key: str
+    version: int
+    data: bytes | None
+
+
+# ---------------------------------------------------------------- leases (the session store)
+
+
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """A session store blob: its bytes, its expiry (ms, None = none) and whether expiry is suspended."""
+
+    data: bytes
+    expires_at: int | None
+    pinned: bool = False
+
+    def live(self, at_ms: int) -> bool:
+        return self.pinned or self.expires_at is None or self.expires_at > at_ms
+
+
+# ---------------------------------------------------------------- platform
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What a valid run token stands for: its invocation and the run's coordinates."""
+
+    invocation_id: str
+    run_id: str
+    env: str
+    agent: str
+    session_id: str | None
+    user: str | None
+    owner: str
+    lease_until: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    id: str
+    env: str
+    role: str
+    name: str | None
+    created_at: int
+    revoked: bool = False
+
+    def public(self) -> dict[str, Any]:
+        return {"id": self.id, "role": self.role, "name": self.name, "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    env: str
+    id: str
+    owner: str
+    user: str | None
+    metadata: bytes
+    created_at: int
+    seq: int = 0
+
+    def public(self) -> dict[str, Any]:
+        return {"id": self.id, "owner": self.owner, "user": self.user,
+                "metadata": orjson.Fragment(self.metadata), "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    env: str
+    id: str
+    agent: str
+    owner: str
+    session_id: str | None
+    user: str | None
+    parent_id: str | None
+    status: str
+    input: bytes
+    created_at: int
+    updated_at: int
+    output: bytes = NULL
+    error: bytes = NULL
+    hold: bytes = NULL
+    decision: bytes = NULL
+    cancel_requested: bool = False
+    idempotency_key: str | None = None
+    seq: int = 0
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "agent": self.agent, "session_id": self.session_id, "user": self.user,
+            "parent_id": self.parent_id, "status": self.status, "input": orjson.Fragment(self.input),
+            "output": orjson.Fragment(self.output), "error": orjson.Fragment(self.error),
+            "hold": orjson.Fragment(self.hold), "decision": orjson.Fragment(self.decision),
+            "cancel_requested": self.cancel_requested,
+            "created_at": self.created_at, "updated_at": self.updated_at,
+        }
+
+    def with_(self, **changes: Any) -> StoredRun:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredInvocation:
+    """One execution of a run: its start, or a resume after a decision."""
+
+    id: str
+    env: str
+    run_id: str
+    agent: str
+    kind: str
+    status: str
+    created_at: int
+    lease_until: int = 0
+    token_hash: str | None = None
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claim's answer: the invocation and its run, as they are after the claim."""
+
+    invocation: StoredInvocation
+    run: StoredRun
+    token: str = ""
+    lease_seconds: float = 0.0
+
+    def public(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "id": self.invocation.id, "run_id": run.id, "agent": run.agent, "kind": self.invocation.kind,
+            "input": orjson.Fragment(run.input), "decision": orjson.Fragment(run.decision),
+            "session_id": run.session_id, "user": run.user, "parent_id": run.parent_id,
+            "token": self.token, "lease_seconds": self.lease_seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Which runs a list returns: ``owner`` None means every owner (an admin)."""
+
+    env: str
+    owner: str | None
+    session_id: str | None
+    status: str | None
+    after: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an invocation ends: ``complete`` (output), ``fail`` (error) or ``hold`` (request)."""
+
+    kind: str
+    data: bytes
+
+
+FINISHED = {"complete": "done", "fail": "failed", "hold": "held"}
+"""The run status each outcome leads to, unless a cancel was requested (then ``cancelled``, except complete)."""
+
+
+def finished_status(outcome: str, cancel_requested: bool) -> str:
+    if cancel_requested and outcome != "complete":
+        return "cancelled"
+    return FINISHED[outcome]

@@ -1,0 +1,59 @@
+"""Redis connections for every part of keepstate: URL with a key prefix, error translation.
+
+``redis://host:6379/0?prefix=app:`` — every key keepstate writes starts with the prefix
+(default ``keepstate:``), so several stores (and test runs) share one Redis without meeting.
+Connection trouble becomes ``Unavailable`` quickly (short socket timeouts), never a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ...errors import Unavailable
+
+try:
+    import redis.asyncio as aioredis
+    import redis.exceptions as redis_errors
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+except ImportError as missing:  # pragma: no cover - depends on the install
+    raise ImportError("Redis support needs the extra: pip install 'keepstate[redis]'") from missing
+
+DEFAULT_PREFIX = "keepstate:"
+SOCKET_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.0
+
+
+def split_prefix(url: str) -> tuple[str, str]:
+    """``redis://h/0?prefix=p:`` → (``redis://h/0``, ``p:``)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError(f"not a Redis store URL: {url!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefix = next((value for name, value in query if name == "prefix"), DEFAULT_PREFIX)
+    rest = urlencode([(name, value) for name, value in query if name != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix
+
+
+def open_client(url: str) -> tuple[aioredis.Redis, str]:
+    """An asyncio Redis client (connection pool) and the key prefix named by ``url``."""
+    plain, prefix = split_prefix(url)
+    client = aioredis.Redis.from_url(
+        plain, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=CONNECT_TIMEOUT_S,
+        health_check_interval=30, retry_on_timeout=False,
+        retry=Retry(NoBackoff(), 0),  # redis-py retries 3x by default: a resent append would add twice
+    )
+    return client, prefix
+
+
+@asynccontextmanager
+async def translate_errors() -> AsyncIterator[None]:
+    """Connection trouble becomes Unavailable; a script error stays a bug."""
+    try:
+        yield
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as error:
+        raise Unavailable(f"redis: {error}") from error
+    except redis_errors.BusyLoadingError as error:
+        raise Unavailable(f"redis: {error}") from error

@@ -1,0 +1,1 @@
+"""What the SQL backends (SQLite, PostgreSQL) share: statement text and the logic that runs it."""

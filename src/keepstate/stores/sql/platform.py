@@ -1,0 +1,193 @@
+"""SQL text of the platform facet, apart from the calls that run it (``sqlite/platform.py``, ``postgres/platform.py``).
+
+Statements use ``?`` placeholders and standard SQL (``INSERT ... SELECT ... WHERE NOT EXISTS``,
+``UPDATE ... RETURNING``), so a PostgreSQL repository can reuse them with ``%s``; only the DDL
+is per dialect. Every guarded write is one statement whose ``WHERE`` carries the guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import StoredInvocation, StoredKey, StoredRun, StoredSession
+
+SQLITE_SCHEMA = [
+    """
+    CREATE TABLE ks_envs (name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
+    CREATE TABLE ks_keys (
+        id TEXT PRIMARY KEY, env TEXT NOT NULL, role TEXT NOT NULL, name TEXT,
+        secret_hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE ks_sessions (
+        seq INTEGER PRIMARY KEY, env TEXT NOT NULL, id TEXT NOT NULL, owner TEXT NOT NULL, end_user TEXT,
+        metadata BLOB NOT NULL, created_at INTEGER NOT NULL, UNIQUE (env, id));
+    CREATE INDEX ks_sessions_owner ON ks_sessions (env, owner, seq);
+    CREATE TABLE ks_runs (
+        seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, env TEXT NOT NULL, agent TEXT NOT NULL,
+        owner TEXT NOT NULL, caller TEXT NOT NULL, session_id TEXT, end_user TEXT, parent_id TEXT,
+        status TEXT NOT NULL, input BLOB NOT NULL, output BLOB NOT NULL, error BLOB NOT NULL,
+        hold BLOB NOT NULL, decision BLOB NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0,
+        idempotency_key TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+    CREATE UNIQUE INDEX ks_runs_idem ON ks_runs (env, caller, idempotency_key);
+    CREATE INDEX ks_runs_session ON ks_runs (env, session_id, status);
+    CREATE INDEX ks_runs_owner ON ks_runs (env, owner, seq);
+    CREATE TABLE ks_invocations (
+        seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, env TEXT NOT NULL, run_id TEXT NOT NULL,
+        agent TEXT NOT NULL, kind TEXT NOT NULL, status TEXT NOT NULL, token_hash TEXT UNIQUE,
+        lease_until INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL);
+    CREATE INDEX ks_invocations_queue ON ks_invocations (env, status, agent, seq);
+    CREATE INDEX ks_invocations_lease ON ks_invocations (status, lease_until);
+    """,
+]
+
+KEY_COLUMNS = "id, env, role, name, created_at, revoked"
+SESSION_COLUMNS = "env, id, owner, end_user, metadata, created_at, seq"
+RUN_COLUMNS = (
+    "env, id, agent, owner, session_id, end_user, parent_id, status, input, created_at, updated_at, "
+    "output, error, hold, decision, cancel_requested, idempotency_key, seq"
+)
+INVOCATION_COLUMNS = "id, env, run_id, agent, kind, status, created_at, lease_until, token_hash, seq"
+
+INSERT_ENV = "INSERT INTO ks_envs (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+INSERT_KEY = "INSERT INTO ks_keys (id, env, role, name, created_at, secret_hash) VALUES (?, ?, ?, ?, ?, ?)"
+UPSERT_ADMIN_KEY = (
+    INSERT_KEY + " ON CONFLICT (secret_hash) DO UPDATE SET env = excluded.env, role = 'admin', revoked = 0"
+)
+KEY_BY_HASH = f"SELECT {KEY_COLUMNS} FROM ks_keys WHERE secret_hash = ?"
+LIST_KEYS = f"SELECT {KEY_COLUMNS} FROM ks_keys WHERE env = ? AND revoked = 0 ORDER BY created_at, id"
+REVOKE_KEY = "UPDATE ks_keys SET revoked = 1 WHERE env = ? AND id = ? AND revoked = 0"
+ANY_KEY = "SELECT 1 FROM ks_keys WHERE revoked = 0 LIMIT 1"
+INSERT_FIRST_KEY = (
+    "INSERT INTO ks_keys (id, env, role, name, created_at, secret_hash) SELECT ?, ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM ks_keys WHERE revoked = 0)"
+)
+
+INSERT_SESSION = (
+    "INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (env, id) DO NOTHING"
+)
+GET_SESSION = f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND id = ?"
+LIST_SESSIONS = (
+    f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND seq > ? "
+    "AND (? IS NULL OR owner = ?) AND (? IS NULL OR end_user = ?) ORDER BY seq LIMIT ?"
+)
+DELETE_IDLE_SESSION = (
+    "DELETE FROM ks_sessions WHERE env = ? AND id = ? AND NOT EXISTS "
+    "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
+)
+SESSION_AGENTS = "SELECT DISTINCT agent FROM ks_runs WHERE env = ? AND session_id = ? ORDER BY agent"
+CANCEL_HELD_OF_SESSION = (
+    "UPDATE ks_runs SET status = 'cancelled', updated_at = ? WHERE env = ? AND session_id = ? AND status = 'held'"
+)
+"""A deleted session takes its held runs with it: no resume may run in a session that is gone."""
+SESSION_OF_RUN = "SELECT session_id FROM ks_runs WHERE env = ? AND id = ?"
+
+RUN_BY_IDEMPOTENCY = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND caller = ? AND idempotency_key = ?"
+_INSERT_RUN_HEAD = (
+    "INSERT INTO ks_runs (id, env, agent, owner, caller, session_id, end_user, parent_id, status, input, "
+    "output, error, hold, decision, idempotency_key, created_at, updated_at) "
+)
+INSERT_RUN = _INSERT_RUN_HEAD + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_SESSION_RUN = (
+    _INSERT_RUN_HEAD + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "WHERE EXISTS (SELECT 1 FROM ks_sessions WHERE env = ? AND id = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
+)
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND id = ?"
+RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE id = ?"
+LIST_RUNS = (
+    f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND seq > ? AND (? IS NULL OR owner = ?) "
+    "AND (? IS NULL OR session_id = ?) AND (? IS NULL OR status = ?) ORDER BY seq LIMIT ?"
+)
+DECIDE = (
+    f"UPDATE ks_runs SET status = 'queued', decision = ?, updated_at = ? "
+    f"WHERE env = ? AND id = ? AND status = 'held' RETURNING {RUN_COLUMNS}"
+)
+CANCEL_WAITING = (
+    f"UPDATE ks_runs SET status = 'cancelled', updated_at = ? "
+    f"WHERE env = ? AND id = ? AND status IN ('queued', 'held') RETURNING {RUN_COLUMNS}"
+)
+CANCEL_QUEUED_INVOCATIONS = "UPDATE ks_invocations SET status = 'cancelled' WHERE run_id = ? AND status = 'queued'"
+REQUEST_CANCEL = (
+    f"UPDATE ks_runs SET cancel_requested = 1, updated_at = ? "
+    f"WHERE env = ? AND id = ? AND status = 'running' RETURNING {RUN_COLUMNS}"
+)
+
+INSERT_INVOCATION = (
+    "INSERT INTO ks_invocations (id, env, run_id, agent, kind, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def queued_filter(agents: Sequence[str]) -> str:
+    return f"env = ? AND status = 'queued' AND agent IN ({', '.join('?' * len(agents))})"
+
+
+def has_queued(agents: Sequence[str]) -> str:
+    return f"SELECT 1 FROM ks_invocations WHERE {queued_filter(agents)} LIMIT 1"
+
+
+def claim(agents: Sequence[str]) -> str:
+    """Take the oldest queued invocation: the guard ``status = 'queued'`` makes it exclusive."""
+    return (
+        "UPDATE ks_invocations SET status = 'running', token_hash = ?, lease_until = ? "
+        f"WHERE seq = (SELECT seq FROM ks_invocations WHERE {queued_filter(agents)} ORDER BY seq LIMIT 1) "
+        f"AND status = 'queued' RETURNING {INVOCATION_COLUMNS}"
+    )
+
+
+START_RUN = (
+    f"UPDATE ks_runs SET status = 'running', cancel_requested = 0, updated_at = ? "
+    f"WHERE id = ? AND status = 'queued' RETURNING {RUN_COLUMNS}"
+)
+TOKEN_CONTEXT = (
+    "SELECT i.id, i.run_id, i.env, i.agent, r.session_id, r.end_user, r.owner, i.lease_until "
+    "FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id WHERE i.token_hash = ? AND i.status = 'running'"
+)
+TOKEN_LEASE = "SELECT lease_until FROM ks_invocations WHERE token_hash = ? AND status = 'running'"
+_LIVE = "id = ? AND token_hash = ? AND status = 'running' AND lease_until >= ?"
+HEARTBEAT = f"UPDATE ks_invocations SET lease_until = ? WHERE {_LIVE} RETURNING run_id"
+RUN_CANCEL_REQUESTED = "SELECT cancel_requested FROM ks_runs WHERE id = ?"
+END_INVOCATION = f"UPDATE ks_invocations SET status = ? WHERE {_LIVE} RETURNING run_id"
+FINISH_RUN = {
+    "complete": "UPDATE ks_runs SET status = ?, output = ?, updated_at = ? WHERE id = ? AND status = 'running'",
+    "fail": "UPDATE ks_runs SET status = ?, error = ?, updated_at = ? WHERE id = ? AND status = 'running'",
+    "hold": "UPDATE ks_runs SET status = ?, hold = ?, updated_at = ?, decision = ? WHERE id = ? AND status = 'running'",
+}
+EXPIRE_INVOCATIONS = (
+    "UPDATE ks_invocations SET status = 'lost' WHERE status = 'running' AND lease_until < ? RETURNING run_id"
+)
+INTERRUPT_RUN = "UPDATE ks_runs SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'running'"
+
+
+def key_from_row(row: Sequence[Any]) -> StoredKey:
+    return StoredKey(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
+
+
+def session_from_row(row: Sequence[Any]) -> StoredSession:
+    return StoredSession(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
+
+
+def run_from_row(row: Sequence[Any]) -> StoredRun:
+    return StoredRun(
+        env=row[0], id=row[1], agent=row[2], owner=row[3], session_id=row[4], user=row[5], parent_id=row[6],
+        status=row[7], input=bytes(row[8]), created_at=row[9], updated_at=row[10], output=bytes(row[11]),
+        error=bytes(row[12]), hold=bytes(row[13]), decision=bytes(row[14]), cancel_requested=bool(row[15]),
+        idempotency_key=row[16], seq=row[17],
+    )
+
+
+def invocation_from_row(row: Sequence[Any]) -> StoredInvocation:
+    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+
+
+def run_params(run: StoredRun, caller: str) -> tuple[Any, ...]:
+    """The values of ``INSERT_RUN`` / the first 17 of ``INSERT_SESSION_RUN``."""
+    return (
+        run.id, run.env, run.agent, run.owner, caller, run.session_id, run.user, run.parent_id, run.status,
+        run.input, run.output, run.error, run.hold, run.decision, run.idempotency_key, run.created_at,
+        run.updated_at,
+    )
+
+
+def invocation_params(inv: StoredInvocation) -> tuple[Any, ...]:
+    return (inv.id, inv.env, inv.run_id, inv.agent, inv.kind, inv.status, inv.created_at)

@@ -1,0 +1,90 @@
+"""``sqlite:///file.db``: every facet on one SQLite file, shared by the processes of one machine.
+
+The facets (``state``, ``platform``, ``leases``, ``harness``) run on the process's one ``SqliteFile``
+of the path (``db.py``): per-thread connections for reads and sync writes, one writer thread that
+group-commits every async write of every facet. Two facets that must act together do so in one
+transaction of that writer (``delete_session``) or one statement (``read_with_lease``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
+from ..records import namespace
+from ..sql import platform as platform_sql
+from ..sql.harness_facet import SqlHarness
+from . import db
+from . import platform as platform_facet
+from . import state as state_facet
+from .harness import SqliteEngine
+from .leases import SqliteLeases
+
+CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True)
+
+
+class SqliteDatabase(Database):
+    capabilities = CAPABILITIES
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.file = db.acquire(db.sqlite_path(url))
+        self._state: state_facet.AsyncSqliteState | None = None
+        self._sync_state: state_facet.SqliteState | None = None
+        self._platform: platform_facet.SqlitePlatform | None = None
+        self._closed = False
+
+    async def state(self) -> state_facet.AsyncSqliteState:
+        if self._state is None:
+            self._state = state_facet.AsyncSqliteState(self.file)
+        return self._state
+
+    def sync_state(self) -> state_facet.SqliteState:
+        if self._sync_state is None:
+            self._sync_state = state_facet.SqliteState(self.file)
+        return self._sync_state
+
+    async def platform(self) -> PlatformFacet:
+        return self._platform_facet()
+
+    def _platform_facet(self) -> platform_facet.SqlitePlatform:
+        if self._platform is None:
+            self._platform = platform_facet.SqlitePlatform(self.file)
+        return self._platform
+
+    async def leases(self, space: str) -> LeaseFacet:
+        return SqliteLeases(self.file, space)
+
+    def harness(self, prefix: str, chunk_size: int) -> HarnessFacet:
+        return SqlHarness(SqliteEngine(self.file), prefix, chunk_size)
+
+    async def read_with_lease(self, token_hash: str, ns: str, key: str) -> LeaseAndEntry:
+        """One statement, so one snapshot: the lease's scalar subquery joined to the value's header."""
+        if self._state is None or self._platform is None:
+            await self.state()
+            self._platform_facet()
+        lease_until, entry = state_facet.read_with(self.file, platform_sql.TOKEN_LEASE, (token_hash,), ns, key)
+        return (None if lease_until is None else int(lease_until)), entry
+
+    async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
+        await self.state()  # both facets' tables exist
+        self._platform_facet()
+
+        def write(conn: sqlite3.Connection) -> list[str] | None:
+            agents = platform_facet.delete_session(conn, env, session_id, now)
+            for agent in agents or ():
+                state_facet.drop(conn, namespace(env, "session", agent, session_id))
+            return agents
+
+        return await self.file.awrite(write)
+
+    async def ping(self) -> None:
+        await self.file.aread(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            db.release(self.file)

@@ -1,0 +1,263 @@
+"""The platform facet on SQLite: reads on the caller's thread, writes group-committed.
+
+Every write is a function run by ``SqliteFile.awrite`` in its single writer thread, inside one
+``BEGIN IMMEDIATE`` transaction (under its own savepoint): the guards in ``sql/platform.py`` and the
+few statements of one operation are atomic together, also against other processes on the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ...errors import NotFound, SessionBusy
+from .. import dump
+from ..base import PlatformFacet
+from ..records import (
+    FINISHED,
+    NULL,
+    Claimed,
+    Outcome,
+    RunContext,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+    finished_status,
+)
+from ..sql import platform as sql
+from .db import SqliteFile
+
+T = TypeVar("T")
+COMPONENT = "platform"
+
+
+class SqlitePlatform(PlatformFacet):
+    def __init__(self, db: SqliteFile) -> None:
+        self.db = db
+        db.migrate(COMPONENT, sql.SQLITE_SCHEMA)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self.db.aread(fn)
+
+    async def _one(self, query: str, params: tuple[object, ...]) -> tuple[object, ...] | None:
+        """One single-statement read, atomic on its own: no BEGIN/COMMIT round (the hot path)."""
+        row: tuple[object, ...] | None = self.db.fetchone(query, params)
+        return row
+
+    # keys
+    async def add_key(self, key: StoredKey, secret_hash: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
+            conn.execute(sql.INSERT_KEY, (key.id, key.env, key.role, key.name, key.created_at, secret_hash))
+
+        await self.db.awrite(write)
+
+    async def ensure_admin_key(self, key: StoredKey, secret_hash: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
+            conn.execute(sql.UPSERT_ADMIN_KEY, (key.id, key.env, "admin", key.name, key.created_at, secret_hash))
+
+        await self.db.awrite(write)
+
+    async def key_by_hash(self, secret_hash: str) -> StoredKey | None:
+        row = await self._one(sql.KEY_BY_HASH, (secret_hash,))
+        return None if row is None else sql.key_from_row(row)
+
+    async def list_keys(self, env: str) -> list[StoredKey]:
+        rows = await self._read(lambda c: c.execute(sql.LIST_KEYS, (env,)).fetchall())
+        return [sql.key_from_row(row) for row in rows]
+
+    async def revoke_key(self, env: str, key_id: str) -> bool:
+        return await self.db.awrite(lambda c: c.execute(sql.REVOKE_KEY, (env, key_id)).rowcount > 0)
+
+    async def has_keys(self) -> bool:
+        return await self._read(lambda c: c.execute(sql.ANY_KEY).fetchone() is not None)
+
+    async def add_first_key(self, key: StoredKey, secret_hash: str) -> bool:
+        """One ``BEGIN IMMEDIATE`` transaction: writers are serialised, so the check holds."""
+
+        def write(conn: sqlite3.Connection) -> bool:
+            params = (key.id, key.env, key.role, key.name, key.created_at, secret_hash)
+            if conn.execute(sql.INSERT_FIRST_KEY, params).rowcount == 0:
+                return False
+            conn.execute(sql.INSERT_ENV, (key.env, key.created_at))
+            return True
+
+        return await self.db.awrite(write)
+
+    # sessions
+    async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
+        s = session
+
+        def write(conn: sqlite3.Connection) -> tuple[StoredSession, bool]:
+            cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
+            row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
+            return sql.session_from_row(row), cur.rowcount > 0
+
+        return await self.db.awrite(write)
+
+    async def get_session(self, env: str, session_id: str) -> StoredSession | None:
+        row = await self._read(lambda c: c.execute(sql.GET_SESSION, (env, session_id)).fetchone())
+        return None if row is None else sql.session_from_row(row)
+
+    async def list_sessions(
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+    ) -> list[StoredSession]:
+        params = (env, after, owner, owner, user, user, limit)
+        rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
+        return [sql.session_from_row(row) for row in rows]
+
+    # runs
+    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[StoredRun, bool]:
+            if run.idempotency_key is not None:
+                row = conn.execute(sql.RUN_BY_IDEMPOTENCY, (run.env, caller, run.idempotency_key)).fetchone()
+                if row is not None:
+                    return sql.run_from_row(row), False
+            _insert_run(conn, run, caller)
+            conn.execute(sql.INSERT_INVOCATION, sql.invocation_params(invocation))
+            return sql.run_from_row(conn.execute(sql.GET_RUN, (run.env, run.id)).fetchone()), True
+
+        return await self.db.awrite(write)
+
+    async def get_run(self, env: str, run_id: str) -> StoredRun | None:
+        row = await self._read(lambda c: c.execute(sql.GET_RUN, (env, run_id)).fetchone())
+        return None if row is None else sql.run_from_row(row)
+
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
+        q = query
+        params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
+        rows = await self._read(lambda c: c.execute(sql.LIST_RUNS, params).fetchall())
+        return [sql.run_from_row(row) for row in rows]
+
+    async def decide(
+        self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
+    ) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
+            row = conn.execute(sql.DECIDE, (decision, now, env, run_id)).fetchone()
+            if row is None:
+                return None
+            conn.execute(sql.INSERT_INVOCATION, sql.invocation_params(invocation))
+            return sql.run_from_row(row)
+
+        return await self.db.awrite(write)
+
+    async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
+            row = conn.execute(sql.CANCEL_WAITING, (now, env, run_id)).fetchone()
+            if row is not None:
+                conn.execute(sql.CANCEL_QUEUED_INVOCATIONS, (run_id,))
+            else:
+                row = conn.execute(sql.REQUEST_CANCEL, (now, env, run_id)).fetchone()
+            row = row or conn.execute(sql.GET_RUN, (env, run_id)).fetchone()
+            return None if row is None else sql.run_from_row(row)
+
+        return await self.db.awrite(write)
+
+    # invocations
+    async def has_queued(self, env: str, agents: list[str]) -> bool:
+        query = sql.has_queued(agents)
+        return await self._read(lambda c: c.execute(query, (env, *agents)).fetchone() is not None)
+
+    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+        query = sql.claim(agents)
+
+        def write(conn: sqlite3.Connection) -> Claimed | None:
+            row = conn.execute(query, (token_hash, lease_until, env, *agents)).fetchone()
+            if row is None:
+                return None
+            invocation = sql.invocation_from_row(row)
+            run_row = conn.execute(sql.START_RUN, (now, invocation.run_id)).fetchone()
+            return Claimed(invocation, sql.run_from_row(run_row))
+
+        return await self.db.awrite(write)
+
+    async def token_context(self, token_hash: str) -> RunContext | None:
+        row = await self._one(sql.TOKEN_CONTEXT, (token_hash,))
+        return None if row is None else RunContext(*row)  # type: ignore[arg-type]
+
+    async def token_lease(self, token_hash: str) -> int | None:
+        row = self.db.fetchone(sql.TOKEN_LEASE, (token_hash,))
+        return None if row is None else int(row[0])
+
+    async def heartbeat(self, invocation_id: str, token_hash: str, now: int, lease_until: int) -> bool | None:
+        def write(conn: sqlite3.Connection) -> bool | None:
+            row = conn.execute(sql.HEARTBEAT, (lease_until, invocation_id, token_hash, now)).fetchone()
+            if row is None:
+                return None
+            return bool(conn.execute(sql.RUN_CANCEL_REQUESTED, (row[0],)).fetchone()[0])
+
+        return await self.db.awrite(write)
+
+    async def finish(self, invocation_id: str, token_hash: str, outcome: Outcome, now: int) -> StoredRun | None:
+        def write(conn: sqlite3.Connection) -> StoredRun | None:
+            ended = FINISHED[outcome.kind]
+            row = conn.execute(sql.END_INVOCATION, (ended, invocation_id, token_hash, now)).fetchone()
+            if row is None:
+                return None
+            run_id = row[0]
+            cancel = bool(conn.execute(sql.RUN_CANCEL_REQUESTED, (run_id,)).fetchone()[0])
+            params = (finished_status(outcome.kind, cancel), outcome.data, now)
+            extra = (NULL,) if outcome.kind == "hold" else ()
+            conn.execute(sql.FINISH_RUN[outcome.kind], (*params, *extra, run_id))
+            return sql.run_from_row(conn.execute(sql.RUN_BY_ID, (run_id,)).fetchone())
+
+        return await self.db.awrite(write)
+
+    async def expire(self, now: int) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            lost = [row[0] for row in conn.execute(sql.EXPIRE_INVOCATIONS, (now,)).fetchall()]
+            for run_id in lost:
+                conn.execute(sql.INTERRUPT_RUN, (now, run_id))
+            return len(lost)
+
+        return await self.db.awrite(write)
+
+    async def dump(self, table: str) -> list[dict[str, Any]]:
+        dump.check_table(table, [])
+
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            cursor = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            columns = [column[0] for column in cursor.description]
+            return [dump.encode_row(columns, row) for row in cursor.fetchall()]
+
+        return await self._read(read)
+
+    async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            added = 0
+            for row in rows:
+                dump.check_table(table, list(row))
+                names = ", ".join(row)
+                marks = ", ".join("?" for _ in row)
+                insert = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+                added += conn.execute(insert, tuple(dump.decode_row(row).values())).rowcount
+            return added
+
+        return await self.db.awrite(write)
+
+
+def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
+    params = sql.run_params(run, caller)
+    if run.session_id is None:
+        conn.execute(sql.INSERT_RUN, params)
+        return
+    guarded = (*params, run.env, run.session_id, run.env, run.session_id)
+    if conn.execute(sql.INSERT_SESSION_RUN, guarded).rowcount == 0:
+        if conn.execute(sql.GET_SESSION, (run.env, run.session_id)).fetchone() is None:
+            raise NotFound(f"no session {run.session_id!r}")
+        raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+
+
+def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int) -> list[str] | None:
+    """Delete an idle session and cancel its held runs; its runs' agents, None when absent
+    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction)."""
+    if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
+        if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
+            return None
+        raise SessionBusy(f"session {session_id!r} has a queued or running run")
+    conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
+    return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
