@@ -46,7 +46,7 @@ def _put(url: str, headers: dict[str, str], body: bytes) -> httpx.Response:
 def test_heavy_bodies_do_not_hold_up_other_requests(api: Api, live: dict[str, str]) -> None:
     body = b'{"value":[' + b",".join([b"{}"] * 690_000) + b"]}"
     assert MAX_VALUE_BYTES < len(body) <= MAX_BODY_BYTES
-    stop, latencies = threading.Event(), []
+    stop, latencies = threading.Event(), list[float]()
     poller = threading.Thread(target=_poll_health, args=(api.url, stop, latencies))
     poller.start()
     try:
