@@ -3,14 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TS := sdk/typescript
+TS_STAMP := $(TS)/node_modules/.installed
 
-.PHONY: run test lint bench clean install
+.PHONY: run test test-ts lint bench clean install
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "keepstate needs Python 3.11+"'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,postgres,redis]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,postgres,redis,langgraph,openai-agents,adk]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,13 +27,29 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	@# the tests too, a folder at a time: each has its own conftest and imports its siblings by name
 	@for dir in $(TYPED_TESTS); do MYPYPATH=tests:$$dir $(BIN)/mypy $$dir/*.py || exit 1; done
-	MYPYPATH=tests $(BIN)/mypy bench
+	MYPYPATH=tests:tests/integrations $(BIN)/mypy bench
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(MAKE) test-ts
+
+# The TypeScript SDK against a real `keepstate serve` from this venv. Without npm it is skipped with
+# one line, unless KEEPSTATE_REQUIRE_SERVICES=1 (CI), which fails instead.
+test-ts: $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+		$(MAKE) $(TS_STAMP) && cd $(TS) && npm run build && KEEPSTATE_BIN="$(CURDIR)/$(BIN)/keepstate" npm test; \
+	elif [ "$$KEEPSTATE_REQUIRE_SERVICES" = "1" ]; then \
+		echo "npm is not installed and KEEPSTATE_REQUIRE_SERVICES=1: the TypeScript SDK tests must run"; exit 1; \
+	else \
+		echo "skipping the TypeScript SDK tests: npm is not installed (Node.js 18+ and npm)"; \
+	fi
+
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	touch $(TS_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(TS)/node_modules $(TS)/dist $(TS)/build

@@ -32,9 +32,9 @@ from .metrics import Metrics, MetricsMiddleware
 from .openapi import DOCUMENT
 from .routes import ROUTES
 from .state_routes import is_state_path, match_state, respond
+from .sweeps import run_forever, sweeps
 
 log = logging.getLogger("keepstate.server")
-SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
 
 
 async def on_error(request: Request, error: Exception) -> Response:
@@ -110,17 +110,6 @@ async def openapi(request: Request) -> Response:
     return json_response(DOCUMENT)
 
 
-async def _sweep_forever(invocations: Invocations, lease_seconds: float) -> None:
-    """Lose invocations whose lease ran out, even when nobody looks at them."""
-    period = min(max(lease_seconds / 4, SWEEP_MIN_S), SWEEP_MAX_S)
-    while True:
-        await asyncio.sleep(period)
-        try:
-            await invocations.sweep()
-        except KeepstateError as error:
-            log.warning("lease sweep failed: %s", error)
-
-
 def create_app(
     store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None
 ) -> KeepstateApp:
@@ -138,13 +127,16 @@ def create_app(
         app.state.state_api = StateApi(platform.state)
         if bootstrap_admin:
             await bootstrap(platform, admin_key)
-        sweeper = asyncio.create_task(_sweep_forever(app.state.invocations, lease_seconds))
+        tasks = [asyncio.create_task(run_forever(sweep), name=f"keepstate-sweep-{sweep.name}")
+                 for sweep in sweeps(app.state.invocations, platform.state, lease_seconds)]
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await platform.aclose()
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
 

@@ -40,8 +40,9 @@ def errors(*statuses: int) -> Obj:
     return answers
 
 
-def op(summary: str, answers: Obj, *, security: str = "key", request: Obj | None = None,
-       params: list[Obj] | None = None) -> Obj:
+def op(
+    summary: str, answers: Obj, *, security: str = "key", request: Obj | None = None, params: list[Obj] | None = None
+) -> Obj:
     found: Obj = {"summary": summary, "responses": answers, "security": [{security: []}]}
     if request is not None:
         found["requestBody"] = request
@@ -59,138 +60,420 @@ def query(name: str, schema: Obj, description: str = "") -> Obj:
 
 
 PAGE = [query("after", STR, "the `next` of the previous page"), query("limit", {**INT, "minimum": 1, "maximum": 1000})]
-SCOPE = {"name": "scope", "in": "path", "required": True, "schema": {"enum": ["run", "session", "agent", "user"]}}
+SCOPE: Obj = {"name": "scope", "in": "path", "required": True, "schema": {"enum": ["run", "session", "agent", "user"]}}
 KEY = {"name": "key", "in": "path", "required": True, "schema": NAME}
 RUN_ANSWER = ok(ref("Run"))
 ENDED = ok(obj(["ok", "run_id", "status"], ok={"type": "boolean"}, run_id=STR, status=STR))
 
 SCHEMAS: Obj = {
-    "Error": {**obj(["error", "message"], error=STR, message=STR, path=STR, current_version=INT,
-                    retry_after=INT), "additionalProperties": True},
-    "Key": obj(["id", "role", "name", "created_at"], id=STR, role={"enum": ["admin", "member", "worker"]},
-               name=nullable(STR), created_at=INT),
-    "Session": obj(["id", "owner", "user", "metadata", "created_at"], id=NAME, owner=STR, user=nullable(NAME),
-                   metadata={"type": "object"}, created_at=INT),
+    "Error": {
+        **obj(["error", "message"], error=STR, message=STR, path=STR, current_version=INT, retry_after=INT),
+        "additionalProperties": True,
+    },
+    "Key": obj(
+        ["id", "role", "name", "created_at"],
+        id=STR,
+        role={"enum": ["admin", "member", "worker"]},
+        name=nullable(STR),
+        created_at=INT,
+    ),
+    "Session": obj(
+        ["id", "owner", "user", "metadata", "created_at"],
+        id=NAME,
+        owner=STR,
+        user=nullable(NAME),
+        metadata={"type": "object"},
+        created_at=INT,
+    ),
     "Run": obj(
-        ["id", "agent", "session_id", "user", "parent_id", "status", "input", "output", "error", "hold", "decision",
-         "created_at", "updated_at"],
-        id=STR, agent=NAME, session_id=nullable(NAME), user=nullable(NAME), parent_id=nullable(STR),
+        [
+            "id",
+            "agent",
+            "session_id",
+            "user",
+            "parent_id",
+            "status",
+            "input",
+            "output",
+            "error",
+            "hold",
+            "decision",
+            "created_at",
+            "updated_at",
+        ],
+        id=STR,
+        agent=NAME,
+        session_id=nullable(NAME),
+        user=nullable(NAME),
+        parent_id=nullable(STR),
         status={"enum": ["queued", "running", "done", "failed", "held", "interrupted", "cancelled"]},
-        input=ANY, output=ANY, error=ANY, hold=ANY, decision=ANY, cancel_requested={"type": "boolean"},
-        created_at=INT, updated_at=INT,
+        input=ANY,
+        output=ANY,
+        error=ANY,
+        hold=ANY,
+        decision=ANY,
+        cancel_requested={"type": "boolean"},
+        created_at=INT,
+        updated_at=INT,
     ),
     "Invocation": obj(
-        ["id", "run_id", "agent", "kind", "input", "decision", "session_id", "user", "parent_id", "token",
-         "lease_seconds"],
-        id=STR, run_id=STR, agent=NAME, kind={"enum": ["start", "resume"]}, input=ANY, decision=ANY,
-        session_id=nullable(NAME), user=nullable(NAME), parent_id=nullable(STR), token=STR,
+        [
+            "id",
+            "run_id",
+            "agent",
+            "kind",
+            "input",
+            "decision",
+            "session_id",
+            "user",
+            "parent_id",
+            "token",
+            "lease_seconds",
+        ],
+        id=STR,
+        run_id=STR,
+        agent=NAME,
+        kind={"enum": ["start", "resume"]},
+        input=ANY,
+        decision=ANY,
+        session_id=nullable(NAME),
+        user=nullable(NAME),
+        parent_id=nullable(STR),
+        token=STR,
         lease_seconds={"type": "number"},
     ),
 }
 
-ERROR_TEXT = {400: "invalid_key, invalid_value (with path) or invalid_request", 401: "unauthorized",
-              403: "forbidden", 404: "not_found",
-              409: "version_conflict (current_version), not_a_list, no_session, no_user, session_busy, not_held",
-              413: "too_large", 503: "unavailable (header Retry-After)"}
+ERROR_TEXT = {
+    400: "invalid_key, invalid_value (with path) or invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    409: "version_conflict (current_version; conflicts for a batch), not_a_list, not_an_integer, "
+    "no_session, no_user, session_busy, not_held",
+    413: "too_large",
+    503: "unavailable (header Retry-After)",
+}
 RESPONSES = {f"E{status}": ok(ref("Error"), text) for status, text in ERROR_TEXT.items()}
 
 PATHS: Obj = {
     "/v0/keys": {
-        "post": op("Create a key (admin); the secret is shown once",
-                   {"201": ok(obj(["id", "key", "role", "name"], id=STR, key=STR, role=STR, name=nullable(STR))),
-                    **errors(403)},
-                   request=body(obj(["role"], role={"enum": ["admin", "member", "worker"]}, name=STR))),
-        "get": op("List the environment's keys (admin), without secrets",
-                  {"200": ok(obj(["keys"], keys={"type": "array", "items": ref("Key")})), **errors(403)}),
+        "post": op(
+            "Create a key (admin); the secret is shown once",
+            {
+                "201": ok(obj(["id", "key", "role", "name"], id=STR, key=STR, role=STR, name=nullable(STR))),
+                **errors(403),
+            },
+            request=body(obj(["role"], role={"enum": ["admin", "member", "worker"]}, name=STR)),
+        ),
+        "get": op(
+            "List the environment's keys (admin), without secrets",
+            {"200": ok(obj(["keys"], keys={"type": "array", "items": ref("Key")})), **errors(403)},
+        ),
     },
-    "/v0/keys/{id}": {"delete": op("Revoke a key (admin)", {"204": {"description": "revoked"}, **errors(403, 404)},
-                                   params=[path_param("id")])},
+    "/v0/keys/{id}": {
+        "delete": op(
+            "Revoke a key (admin)", {"204": {"description": "revoked"}, **errors(403, 404)}, params=[path_param("id")]
+        )
+    },
     "/v0/sessions": {
-        "post": op("Create a session; the same id again by its owner answers 200 with it",
-                   {"201": ok(ref("Session")), "200": ok(ref("Session")), **errors(403, 413)},
-                   request=body(obj([], id=NAME, user=NAME, metadata={"type": "object"}), required=False)),
-        "get": op("List sessions, oldest first (own; admin: all)",
-                  {"200": ok(obj(["sessions", "next"], sessions={"type": "array", "items": ref("Session")},
-                                 next=nullable(STR))), **errors(403)},
-                  params=[query("user", NAME), *PAGE]),
+        "post": op(
+            "Create a session; the same id again by its owner answers 200 with it",
+            {"201": ok(ref("Session")), "200": ok(ref("Session")), **errors(403, 413)},
+            request=body(obj([], id=NAME, user=NAME, metadata={"type": "object"}), required=False),
+        ),
+        "get": op(
+            "List sessions, oldest first (own; admin: all)",
+            {
+                "200": ok(
+                    obj(["sessions", "next"], sessions={"type": "array", "items": ref("Session")}, next=nullable(STR))
+                ),
+                **errors(403),
+            },
+            params=[query("user", NAME), *PAGE],
+        ),
     },
     "/v0/sessions/{id}": {
-        "get": op("Get a session (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404)},
-                  params=[path_param("id")]),
-        "delete": op("Delete a session and its session-scope state",
-                     {"204": {"description": "deleted"}, **errors(403, 404, 409)}, params=[path_param("id")]),
+        "get": op(
+            "Get a session (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404)}, params=[path_param("id")]
+        ),
+        "delete": op(
+            "Delete a session and its session-scope state",
+            {"204": {"description": "deleted"}, **errors(403, 404, 409)},
+            params=[path_param("id")],
+        ),
     },
     "/v0/runs": {
-        "post": op("Start a run (a turn); with a run token, a child run",
-                   {"202": ok(ref("Run")), "200": ok(ref("Run"), "the first run of this idempotency key"),
-                    **errors(403, 404, 409, 413)},
-                   request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME))),
-        "get": op("List runs, oldest first (own; admin: all)",
-                  {"200": ok(obj(["runs", "next"], runs={"type": "array", "items": ref("Run")}, next=nullable(STR))),
-                   **errors(403)},
-                  params=[query("session_id", NAME), query("status", SCHEMAS["Run"]["properties"]["status"]), *PAGE]),
+        "post": op(
+            "Start a run (a turn); with a run token, a child run",
+            {
+                "202": ok(ref("Run")),
+                "200": ok(ref("Run"), "the first run of this idempotency key"),
+                **errors(403, 404, 409, 413),
+            },
+            request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME)),
+        ),
+        "get": op(
+            "List runs, oldest first (own; admin: all)",
+            {
+                "200": ok(obj(["runs", "next"], runs={"type": "array", "items": ref("Run")}, next=nullable(STR))),
+                **errors(403),
+            },
+            params=[query("session_id", NAME), query("status", SCHEMAS["Run"]["properties"]["status"]), *PAGE],
+        ),
     },
-    "/v0/runs/{id}": {"get": op("Get a run; with wait, once it is no longer queued or running",
-                                {"200": RUN_ANSWER, **errors(403, 404)},
-                                params=[path_param("id"), query("wait", {"type": "number", "maximum": 60})])},
-    "/v0/runs/{id}/decision": {"post": op("Decide a held run: it is queued for its resume",
-                                          {"200": RUN_ANSWER, **errors(403, 404, 409, 413)}, params=[path_param("id")],
-                                          request=body(obj(["approved"], approved={"type": "boolean"}, data=ANY)))},
-    "/v0/runs/{id}/cancel": {"post": op("Cancel a run (queued/held now; running: requested)",
-                                        {"200": RUN_ANSWER, **errors(403, 404)}, params=[path_param("id")])},
-    "/v0/invocations/claim": {"post": op(
-        "Claim the oldest queued invocation of these agents (worker, admin); 204 when none came within wait",
-        {"200": ok(ref("Invocation")), "204": {"description": "nothing to do"}, **errors(403)},
-        request=body(obj(["agents"], agents={"type": "array", "items": NAME, "minItems": 1, "maxItems": 100},
-                         wait={"type": "number", "minimum": 0, "maximum": 30})))},
-    "/v0/invocations/{id}/heartbeat": {"post": op(
-        "Extend the invocation's lease", {"200": ok(obj(["lease_seconds", "cancel_requested"],
-                                                        lease_seconds={"type": "number"},
-                                                        cancel_requested={"type": "boolean"}))}
-        | errors(), security="runToken", params=[path_param("id")])},
-    "/v0/invocations/{id}/complete": {"post": op("End the invocation: run done", {"200": ENDED, **errors(413)},
-                                                 security="runToken", params=[path_param("id")],
-                                                 request=body(obj([], output=ANY), required=False))},
-    "/v0/invocations/{id}/fail": {"post": op("End the invocation: run failed", {"200": ENDED, **errors(413)},
-                                             security="runToken", params=[path_param("id")],
-                                             request=body(obj(["error"], error=obj(["type", "message"], type=STR,
-                                                                                   message=STR))))},
-    "/v0/invocations/{id}/hold": {"post": op("End the invocation: run held for a decision",
-                                             {"200": ENDED, **errors(413)}, security="runToken",
-                                             params=[path_param("id")], request=body(obj([], request=ANY), False))},
-    "/v0/state/{scope}/{key}": {
-        "get": op("Read a value", {"200": ok(obj(["value", "version"], value=ANY, version=INT)), **errors(404, 409)},
-                  security="runToken", params=[SCOPE, KEY]),
-        "put": op("Write a value; if_version 0 means only if absent",
-                  {"200": ok(obj(["version"], version=INT)), **errors(409, 413)}, security="runToken",
-                  params=[SCOPE, KEY], request=body(obj(["value"], value=ANY, if_version={**INT, "minimum": 0}))),
-        "delete": op("Delete a value (204 also when absent)", {"204": {"description": "deleted"}, **errors(409)},
-                     security="runToken", params=[SCOPE, KEY, query("if_version", {**INT, "minimum": 0})]),
+    "/v0/runs/{id}": {
+        "get": op(
+            "Get a run; with wait, once it is no longer queued or running",
+            {"200": RUN_ANSWER, **errors(403, 404)},
+            params=[path_param("id"), query("wait", {"type": "number", "maximum": 60})],
+        )
     },
-    "/v0/state/{scope}/{key}/append": {"post": op(
-        "Append items atomically, creating the list if needed",
-        {"200": ok(obj(["version", "length"], version=INT, length=INT)), **errors(409, 413)}, security="runToken",
-        params=[SCOPE, KEY], request=body(obj(["items"], items={"type": "array"})))},
-    "/v0/state/{scope}": {"get": op(
-        "List keys in key order",
-        {"200": ok(obj(["keys", "next"], keys={"type": "array", "items": obj(["key", "version"], key=NAME,
-                                                                            version=INT)}, next=nullable(STR))),
-         **errors(409)},
-        security="runToken", params=[SCOPE, query("prefix", STR), *PAGE])},
+    "/v0/runs/{id}/decision": {
+        "post": op(
+            "Decide a held run: it is queued for its resume",
+            {"200": RUN_ANSWER, **errors(403, 404, 409, 413)},
+            params=[path_param("id")],
+            request=body(obj(["approved"], approved={"type": "boolean"}, data=ANY)),
+        )
+    },
+    "/v0/runs/{id}/cancel": {
+        "post": op(
+            "Cancel a run (queued/held now; running: requested)",
+            {"200": RUN_ANSWER, **errors(403, 404)},
+            params=[path_param("id")],
+        )
+    },
+    "/v0/invocations/claim": {
+        "post": op(
+            "Claim the oldest queued invocation of these agents (worker, admin); 204 when none came within wait",
+            {"200": ok(ref("Invocation")), "204": {"description": "nothing to do"}, **errors(403)},
+            request=body(
+                obj(
+                    ["agents"],
+                    agents={"type": "array", "items": NAME, "minItems": 1, "maxItems": 100},
+                    wait={"type": "number", "minimum": 0, "maximum": 30},
+                )
+            ),
+        )
+    },
+    "/v0/invocations/{id}/heartbeat": {
+        "post": op(
+            "Extend the invocation's lease",
+            {
+                "200": ok(
+                    obj(
+                        ["lease_seconds", "cancel_requested"],
+                        lease_seconds={"type": "number"},
+                        cancel_requested={"type": "boolean"},
+                    )
+                )
+            }
+            | errors(),
+            security="runToken",
+            params=[path_param("id")],
+        )
+    },
+    "/v0/invocations/{id}/complete": {
+        "post": op(
+            "End the invocation: run done",
+            {"200": ENDED, **errors(413)},
+            security="runToken",
+            params=[path_param("id")],
+            request=body(obj([], output=ANY), required=False),
+        )
+    },
+    "/v0/invocations/{id}/fail": {
+        "post": op(
+            "End the invocation: run failed",
+            {"200": ENDED, **errors(413)},
+            security="runToken",
+            params=[path_param("id")],
+            request=body(obj(["error"], error=obj(["type", "message"], type=STR, message=STR))),
+        )
+    },
+    "/v0/invocations/{id}/hold": {
+        "post": op(
+            "End the invocation: run held for a decision",
+            {"200": ENDED, **errors(413)},
+            security="runToken",
+            params=[path_param("id")],
+            request=body(obj([], request=ANY), False),
+        )
+    },
     "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok(obj(["ok"], ok={"type": "boolean"}))}}},
-    "/readyz": {"get": {"summary": "Readiness: the store answers",
-                        "responses": {"200": ok(obj(["ok"], ok={"type": "boolean"})),
-                                      "503": ok(ANY, "the store does not answer")}}},
-    "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
-        "200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": STR}}}}}},
+    "/readyz": {
+        "get": {
+            "summary": "Readiness: the store answers",
+            "responses": {"200": ok(obj(["ok"], ok={"type": "boolean"})), "503": ok(ANY, "the store does not answer")},
+        }
+    },
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics",
+            "responses": {"200": {"description": "Prometheus text format", "content": {"text/plain": {"schema": STR}}}},
+        }
+    },
     "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok({"type": "object"})}}},
+}
+
+TTL: Obj = {"type": "number", "exclusiveMinimum": 0, "description": "expire that long after this write"}
+IF_VERSION: Obj = {**INT, "minimum": 0}
+LISTED = ok(
+    obj(
+        ["keys", "next"],
+        keys={"type": "array", "items": obj(["key", "version"], key=NAME, version=INT)},
+        next=nullable(STR),
+    )
+)
+SIZED = ok(obj(["version", "length"], version=INT, length=INT))
+VALUED = ok(obj(["value", "version"], value=ANY, version=INT))
+PART = ok(
+    obj(["items", "version", "length"], items={"type": "array"}, version=INT, length=INT),
+    "with tail or start/limit: part of a list",
+)
+
+
+def state_paths(prefix: str, params: list[Obj], security: str) -> Obj:
+    """The State API's calls under one prefix: ``/v0/state/{scope}`` (run token) or a caller's."""
+    key = [*params, KEY]
+    read_params = [
+        *key,
+        query("tail", {**INT, "minimum": 1, "maximum": 1000}),
+        query("start", {**INT, "minimum": 0}),
+        query("limit", {**INT, "minimum": 1, "maximum": 1000}),
+    ]
+    listed = {
+        "get": op(
+            "List keys in key order",
+            {"200": LISTED, **errors(403, 404, 409)},
+            security=security,
+            params=[*params, query("prefix", STR), *PAGE],
+        )
+    }
+    return {
+        prefix: listed,
+        f"{prefix}/": listed,
+        f"{prefix}/{{key}}": {
+            "get": op(
+                "Read a value (its expires_at when it has one), or part of a list",
+                {
+                    "200": ok(
+                        {
+                            "anyOf": [
+                                obj(["value", "version"], value=ANY, version=INT, expires_at=INT),
+                                PART["content"]["application/json"]["schema"],
+                            ]
+                        }
+                    ),
+                    **errors(403, 404, 409),
+                },
+                security=security,
+                params=read_params,
+            ),
+            "put": op(
+                "Write a value; if_version 0 means only if absent; without ttl_seconds any expiry is cleared",
+                {"200": ok(obj(["version"], version=INT)), **errors(403, 404, 409, 413)},
+                security=security,
+                params=key,
+                request=body(obj(["value"], value=ANY, if_version=IF_VERSION, ttl_seconds=TTL)),
+            ),
+            "patch": op(
+                "Apply a JSON Merge Patch (RFC 7396) in the store; an absent key is {}",
+                {"200": VALUED, **errors(403, 404, 409, 413)},
+                security=security,
+                params=key,
+                request=body(obj(["patch"], patch=ANY, if_version=IF_VERSION, ttl_seconds=TTL)),
+            ),
+            "delete": op(
+                "Delete a value (204 also when absent)",
+                {"204": {"description": "deleted"}, **errors(403, 404, 409)},
+                security=security,
+                params=[*key, query("if_version", IF_VERSION)],
+            ),
+        },
+        f"{prefix}/{{key}}/append": {
+            "post": op(
+                "Append items atomically, creating the list if needed",
+                {"200": SIZED, **errors(403, 404, 409, 413)},
+                security=security,
+                params=key,
+                request=body(obj(["items"], items={"type": "array"}, ttl_seconds=TTL)),
+            )
+        },
+        f"{prefix}/{{key}}/trim": {
+            "post": op(
+                "Drop the oldest items so that at most keep_last remain",
+                {"200": SIZED, **errors(403, 404, 409)},
+                security=security,
+                params=key,
+                request=body(
+                    obj(["keep_last"], keep_last={**INT, "minimum": 0}, if_version=IF_VERSION, ttl_seconds=TTL)
+                ),
+            )
+        },
+        f"{prefix}/{{key}}/pop": {
+            "post": op(
+                "Remove and return the last item; 404 when absent or empty",
+                {
+                    "200": ok(obj(["item", "version", "length"], item=ANY, version=INT, length=INT)),
+                    **errors(403, 404, 409),
+                },
+                security=security,
+                params=key,
+                request=body(obj([], if_version=IF_VERSION), required=False),
+            )
+        },
+        f"{prefix}/{{key}}/incr": {
+            "post": op(
+                "Add to an integer in the store; an absent key counts from 0",
+                {"200": VALUED, **errors(403, 404, 409)},
+                security=security,
+                params=key,
+                request=body(obj([], by=INT, if_version=IF_VERSION, ttl_seconds=TTL), required=False),
+            )
+        },
+    }
+
+
+AGENT = path_param("agent")
+BATCH_OP: Obj = {
+    **obj(
+        ["op", "scope", "key"],
+        op={"enum": ["put", "delete", "append", "incr", "patch", "trim"]},
+        scope=SCOPE["schema"],
+        key=NAME,
+        value=ANY,
+        items={"type": "array"},
+        by=INT,
+        patch=ANY,
+        keep_last={**INT, "minimum": 0},
+        if_version=IF_VERSION,
+        ttl_seconds=TTL,
+    )
+}
+PATHS.update(state_paths("/v0/state/{scope}", [SCOPE], "runToken"))
+PATHS.update(state_paths("/v0/sessions/{id}/state/{agent}", [path_param("id"), AGENT], "key"))
+PATHS.update(state_paths("/v0/runs/{id}/state", [path_param("id")], "key"))
+PATHS.update(state_paths("/v0/agents/{agent}/state", [AGENT], "key"))
+PATHS.update(state_paths("/v0/users/{user}/state/{agent}", [path_param("user"), AGENT], "key"))
+PATHS["/v0/state/batch"] = {
+    "post": op(
+        "Apply 1-100 writes to the run's scopes atomically: all or none; every if_version conflict listed",
+        {"200": ok(obj(["results"], results={"type": "array"})), **errors(409, 413)},
+        security="runToken",
+        request=body(obj(["ops"], ops={"type": "array", "items": BATCH_OP, "minItems": 1, "maxItems": 100})),
+    )
 }
 
 DOCUMENT: Obj = {
     "openapi": "3.1.0",
-    "info": {"title": "keepstate", "version": "0",
-             "description": "Durable state, sessions and exclusive turns for AI agents. Errors: "
-                            "{error, message, ...details}; branch on `error`."},
+    "info": {
+        "title": "keepstate",
+        "version": "0",
+        "description": "Durable state, sessions and exclusive turns for AI agents. Errors: "
+        "{error, message, ...details}; branch on `error`.",
+    },
     "paths": PATHS,
     "components": {
         "schemas": SCHEMAS,

@@ -1,0 +1,149 @@
+/**
+ * Every request outside the state routes as a `Call`: keys, sessions, runs, agents, invocations.
+ *
+ * Each says whether repeating it is safe (see `transport.ts`): reads; session creation with an
+ * explicit id (the same id again answers the existing session); a run started with an
+ * idempotency key; invocation calls, which the run token fences (a repeat of one that landed is
+ * refused, never applied twice). A claim is never repeated: a claim whose answer was lost would be
+ * held by nobody until its lease ran out.
+ */
+
+import type { AgentInfo, Claim, Decision, Heartbeat, Key, Page, Run, Session } from "./records.js";
+import { pageOf, parseAgent, parseClaim, parseHeartbeat, parseKey, parseRun, parseSession } from "./records.js";
+import type { Call } from "./transport.js";
+import { query, segment } from "./transport.js";
+import { checkSeconds, encode } from "./values.js";
+
+export const MAX_RUN_WAIT = 60;
+export const MAX_CLAIM_WAIT = 30;
+
+const nothing = (): void => undefined;
+const clamp = (seconds: number, high: number): number => Math.round(Math.max(0, Math.min(high, seconds)) * 1000) / 1000;
+
+// -- keys ---------------------------------------------------------------------------------------
+
+export function createKey(role: string, name: string | undefined): Call<Key> {
+  return { method: "POST", path: "/v0/keys", body: encode({ role, name }), parse: parseKey };
+}
+
+export function listKeys(): Call<Key[]> {
+  return { method: "GET", path: "/v0/keys", safe: true, parse: (answer) => (answer.keys as unknown[]).map(parseKey) };
+}
+
+export function revokeKey(id: string): Call<void> {
+  return { method: "DELETE", path: `/v0/keys/${segment(id)}`, parse: nothing };
+}
+
+// -- sessions -----------------------------------------------------------------------------------
+
+export interface SessionFields {
+  id?: string;
+  user?: string;
+  metadata?: unknown;
+}
+
+export function createSession(fields: SessionFields): Call<Session> {
+  const body = encode({ id: fields.id, user: fields.user, metadata: fields.metadata });
+  return { method: "POST", path: "/v0/sessions", body, parse: parseSession, safe: fields.id !== undefined };
+}
+
+export function getSession(id: string): Call<Session> {
+  return { method: "GET", path: `/v0/sessions/${segment(id)}`, parse: parseSession, safe: true };
+}
+
+export function listSessions(user: string | undefined, after: string | undefined, limit: number | undefined): Call<Page<Session>> {
+  const params = query({ user, after, limit });
+  return { method: "GET", path: "/v0/sessions", params, parse: pageOf("sessions", parseSession), safe: true };
+}
+
+export function updateSession(id: string, metadata: unknown): Call<Session> {
+  // Not repeated after a lost answer: like an unguarded put, a repeat could undo a newer replacement.
+  const body = encode({ metadata: metadata ?? null });
+  return { method: "PATCH", path: `/v0/sessions/${segment(id)}`, body, parse: parseSession };
+}
+
+export function deleteSession(id: string): Call<void> {
+  return { method: "DELETE", path: `/v0/sessions/${segment(id)}`, parse: nothing };
+}
+
+// -- runs ---------------------------------------------------------------------------------------
+
+export interface StartOptions {
+  sessionId?: string;
+  idempotencyKey?: string;
+  /** Seconds (1–86400) the run may stay queued before it becomes `expired`; default the server's. */
+  queueTimeout?: number;
+}
+
+/** Start a run; with a run `token` it is a child of the token's run. */
+export function startRun(agent: string, input: unknown, options: StartOptions, token?: string): Call<Run> {
+  const body = encode({
+    agent, input, session_id: options.sessionId, idempotency_key: options.idempotencyKey,
+    queue_timeout: checkSeconds(options.queueTimeout, "queueTimeout"),
+  });
+  return { method: "POST", path: "/v0/runs", body, token, parse: parseRun, safe: options.idempotencyKey !== undefined };
+}
+
+/** Read a run; with `wait` (≤ 60 s) the server answers once it is no longer queued or running. */
+export function getRun(id: string, wait?: number): Call<Run> {
+  const seconds = wait === undefined ? undefined : clamp(wait, MAX_RUN_WAIT);
+  const params = query({ wait: seconds });
+  return { method: "GET", path: `/v0/runs/${segment(id)}`, params, parse: parseRun, safe: true, longPoll: seconds ?? 0 };
+}
+
+export interface RunFilter {
+  sessionId?: string;
+  status?: string;
+}
+
+export function listRuns(filter: RunFilter, after: string | undefined, limit: number | undefined): Call<Page<Run>> {
+  const params = query({ session_id: filter.sessionId, status: filter.status, after, limit });
+  return { method: "GET", path: "/v0/runs", params, parse: pageOf("runs", parseRun), safe: true };
+}
+
+export function decide(id: string, decision: Partial<Decision> & { approved: boolean }): Call<Run> {
+  const body = encode({ approved: Boolean(decision.approved), data: decision.data });
+  return { method: "POST", path: `/v0/runs/${segment(id)}/decision`, body, parse: parseRun };
+}
+
+export function cancelRun(id: string): Call<Run> {
+  return { method: "POST", path: `/v0/runs/${segment(id)}/cancel`, parse: parseRun };
+}
+
+// -- agents -------------------------------------------------------------------------------------
+
+export function listAgents(): Call<AgentInfo[]> {
+  return { method: "GET", path: "/v0/agents", safe: true, parse: (answer) => (answer.agents as unknown[]).map(parseAgent) };
+}
+
+// -- invocations (worker side) ------------------------------------------------------------------
+
+/** Long-poll for an invocation of one of `agents`; null when none came within `wait` seconds. */
+export function claim(agents: string[], wait: number): Call<Claim | null> {
+  const seconds = clamp(wait, MAX_CLAIM_WAIT);
+  const parse = (answer: unknown): Claim | null => (answer === null ? null : parseClaim(answer));
+  return { method: "POST", path: "/v0/invocations/claim", body: encode({ agents, wait: seconds }), parse, longPoll: seconds };
+}
+
+function invocation<T>(claimed: Claim, action: string, parse: (answer: any) => T, body?: string): Call<T> {
+  const path = `/v0/invocations/${segment(claimed.id)}/${action}`;
+  return { method: "POST", path, body, parse, token: claimed.token, safe: true };
+}
+
+export function heartbeat(claimed: Claim): Call<Heartbeat> {
+  return invocation(claimed, "heartbeat", parseHeartbeat);
+}
+
+/** `output` must be encoded already (`values.encodeSized`), so that a bad one can fail the run instead. */
+export function complete(claimed: Claim, output: string): Call<void> {
+  return invocation(claimed, "complete", nothing, `{"output":${output}}`);
+}
+
+export function fail(claimed: Claim, type: string, message: string): Call<void> {
+  return invocation(claimed, "fail", nothing, JSON.stringify({ error: { type, message } }));
+}
+
+/** `request` must be encoded already, as for `complete`. */
+export function hold(claimed: Claim, request: string): Call<void> {
+  return invocation(claimed, "hold", nothing, `{"request":${request}}`);
+}

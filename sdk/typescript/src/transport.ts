@@ -1,0 +1,217 @@
+/**
+ * Sending one API request: the credential, the timeout, the retries, the answer or the error.
+ *
+ * A `Call` describes a request completely (method, path, body, which credential, whether repeating
+ * it is safe, how to read its answer); `Sender.send` is the only place that touches `fetch`.
+ *
+ * Retries, as in the Python SDK and for the same reason: a request that never reached the server
+ * (connection refused, name not resolved) is always retried; a 502/503/504 or a lost answer (the
+ * connection dropped, the timeout passed) only when repeating the call cannot do anything twice —
+ * GETs, writes guarded by `ifVersion` or an idempotency key, session creation with an explicit id,
+ * and invocation calls fenced by their run token. A 503 waits for its `Retry-After` (at most 30 s).
+ * Every attempt has its own timeout (30 s by default, plus the seconds a long poll may wait).
+ */
+
+import { fromWire, KeepstateError, Unavailable } from "./errors.js";
+import { needsRawPath, rawPathFetch } from "./raw-path.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:8420";
+export const DEFAULT_TIMEOUT = 30;
+export const DEFAULT_RETRIES = 3;
+export const TOKEN_HEADER = "x-agentos-run-token";
+const MAX_RETRY_AFTER = 30;
+const RETRY_STATUSES = new Set([502, 503, 504]);
+/** Error codes (Node's, undici's) of a connection that was never made: the request was not sent. */
+const NEVER_SENT = new Set([
+  "ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+/** One API request, fully described. */
+export interface Call<T> {
+  method: Method;
+  path: string;
+  /** Turns the JSON answer of a 2xx (null for 204) into the result. */
+  parse: (answer: any) => T;
+  body?: string;
+  params?: Record<string, string>;
+  /** A run token (`x-agentos-run-token`) instead of the client's key. */
+  token?: string;
+  /** Repeating it after it may have reached the server cannot do anything twice. */
+  safe?: boolean;
+  /** Seconds the server may hold the answer (a long poll), added to the timeout. */
+  longPoll?: number;
+  /** What a 404 means instead of an error (reads of absent keys). */
+  absent?: () => T;
+}
+
+/** Where and as whom to talk. */
+export interface Config {
+  baseUrl: string;
+  key: string | undefined;
+  /** Seconds per attempt. */
+  timeout: number;
+  retries: number;
+  fetch: FetchLike;
+}
+
+/** The options every `Client` and `Worker` takes. */
+export interface ConnectionOptions {
+  /** An API key (`Authorization: Bearer`); default `KEEPSTATE_KEY`. */
+  key?: string | undefined;
+  /** Seconds one request may take (a long poll gets its wait on top); default 30. */
+  timeout?: number;
+  /** Retries of a safe call (see the docs); default 3. */
+  retries?: number;
+  /** A `fetch` to use instead of the global one. */
+  fetch?: FetchLike;
+}
+
+function environment(name: string): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.[name] || undefined;
+}
+
+export function buildConfig(url: string | undefined, options: ConnectionOptions): Config {
+  const fetcher = options.fetch ?? (globalThis.fetch as FetchLike | undefined);
+  if (typeof fetcher !== "function") throw new TypeError("keepstate needs a global fetch (Node.js 18+) or options.fetch");
+  const timeout = options.timeout ?? DEFAULT_TIMEOUT;
+  const retries = options.retries ?? DEFAULT_RETRIES;
+  if (!(timeout > 0 && Number.isFinite(timeout))) throw new RangeError("timeout must be a number of seconds > 0");
+  if (!Number.isSafeInteger(retries) || retries < 0) throw new RangeError("retries must be an integer of at least 0");
+  return {
+    baseUrl: (url || environment("KEEPSTATE_URL") || DEFAULT_URL).replace(/\/+$/, ""),
+    key: options.key || environment("KEEPSTATE_KEY"),
+    timeout, retries, fetch: fetcher,
+  };
+}
+
+/** One path segment: percent-encoded, and dots alone escaped so that `.` and `..` stay keys, not path steps. */
+export function segment(text: string): string {
+  return /^\.+$/.test(text) ? "%2E".repeat(text.length) : encodeURIComponent(text);
+}
+
+/** Query parameters, leaving out undefined and null. */
+export function query(params: Record<string, string | number | boolean | null | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null) out[name] = String(value);
+  }
+  return out;
+}
+
+/** Jittered exponential backoff in seconds: about 0.1, 0.2, 0.4 … capped at 5. */
+export function backoff(attempt: number): number {
+  return (0.5 + Math.random() * 0.5) * Math.min(5, 0.1 * 2 ** attempt);
+}
+
+export function sleep(seconds: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+}
+
+interface Answer {
+  status: number;
+  text: string;
+  retryAfter: string | null;
+}
+
+/** Sends `Call`s with one configuration: credentials, timeouts, retries. */
+export class Sender {
+  constructor(readonly config: Config) {}
+
+  async send<T>(call: Call<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      let answer: Answer;
+      try {
+        answer = await this.exchange(call);
+      } catch (error) {
+        const failure = error as Error;
+        if (!this.mayRetry(attempt, isNeverSent(failure) || call.safe === true)) throw this.unreachable(failure);
+        await sleep(backoff(attempt));
+        continue;
+      }
+      if (!RETRY_STATUSES.has(answer.status) || !call.safe || !this.mayRetry(attempt, true)) {
+        return finish(call, answer);
+      }
+      await sleep(retryDelay(answer.retryAfter) ?? backoff(attempt));
+    }
+  }
+
+  private mayRetry(attempt: number, safe: boolean): boolean {
+    return safe && attempt < this.config.retries;
+  }
+
+  private async exchange(call: Call<unknown>): Promise<Answer> {
+    const seconds = this.config.timeout + (call.longPoll ?? 0);
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new TimeoutAbort(seconds)), seconds * 1000);
+    try {
+      const fetcher = needsRawPath(call.path) ? rawPathFetch : this.config.fetch;
+      const response = await fetcher(this.url(call), {
+        method: call.method, headers: this.headers(call), body: call.body, signal: controller.signal,
+      });
+      const text = await response.text();
+      return { status: response.status, text, retryAfter: response.headers.get("retry-after") };
+    } catch (error) {
+      throw controller.signal.aborted ? new TimeoutAbort(seconds) : error;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private url(call: Call<unknown>): string {
+    const search = new URLSearchParams(call.params ?? {}).toString();
+    return `${this.config.baseUrl}${call.path}${search ? `?${search}` : ""}`;
+  }
+
+  private headers(call: Call<unknown>): Record<string, string> {
+    const headers: Record<string, string> = { accept: "application/json", "user-agent": "keepstate-typescript" };
+    if (call.body !== undefined) headers["content-type"] = "application/json";
+    if (call.token !== undefined) headers[TOKEN_HEADER] = call.token;
+    else if (this.config.key) headers["authorization"] = `Bearer ${this.config.key}`;
+    return headers;
+  }
+
+  private unreachable(error: Error): KeepstateError {
+    const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const detail = [error.message, cause?.code ?? cause?.message].filter(Boolean).join(": ");
+    return new Unavailable(`cannot reach keepstate at ${this.config.baseUrl}: ${detail}`, { retryAfter: 1 });
+  }
+}
+
+/** The abort reason of an attempt that ran out of time: the answer is lost, the request may have landed. */
+class TimeoutAbort extends Error {
+  constructor(seconds: number) {
+    super(`no answer within ${seconds} s`);
+    this.name = "TimeoutAbort";
+  }
+}
+
+function isNeverSent(error: Error): boolean {
+  const cause = (error as { cause?: { code?: unknown } }).cause;
+  return typeof cause?.code === "string" && NEVER_SENT.has(cause.code);
+}
+
+function retryDelay(header: string | null): number | undefined {
+  if (!header || !/^\s*\d+(\.\d+)?\s*$/.test(header)) return undefined; // an HTTP date: our own backoff
+  return Math.min(Number(header), MAX_RETRY_AFTER);
+}
+
+function decode(text: string): unknown {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** The parsed answer of a final response, or the exact error the server sent. */
+function finish<T>(call: Call<T>, answer: Answer): T {
+  const body = decode(answer.text);
+  if (answer.status >= 200 && answer.status < 300) return call.parse(body);
+  if (answer.status === 404 && call.absent) return call.absent();
+  throw fromWire(answer.status, body, retryDelay(answer.retryAfter));
+}

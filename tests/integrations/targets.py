@@ -1,0 +1,122 @@
+"""Which store each framework suite runs against: the one place to point a suite at keepstate.
+
+The subprocess suites (test_upstream_suites.py) run once per *target* of ``SUITE_TARGETS``. The
+target ``framework`` is the framework's own store, exactly as the framework's tests build it: it
+proves the harness (the download, the selection, the deselect list, the shims) before any adapter
+is judged by it. keepstate's adapters are added as more targets, each by one entry in the
+mappings below and its name in ``SUITE_TARGETS``; the in-process suites take one more entry each.
+
+- ``CHECKPOINTERS``: a context manager yielding a fresh ``BaseCheckpointSaver`` (sync and async
+  faces), in place of the ``memory`` branch of langgraph's ``sync_checkpointer`` and
+  ``async_checkpointer`` (the branch is used as a sync context manager in both).
+- ``STORES``: the classes standing in for ``SqliteStore`` and ``AsyncSqliteStore`` (by name) in
+  langgraph-checkpoint-sqlite's store tests: ``from_conn_string(conn_string, *, ttl=None)`` returns
+  a context manager of a store with ``setup()``, ``sweep_ttl()``, ``start_ttl_sweeper()``...
+- ``SESSIONS``: a class standing in for ``SQLiteSession`` in openai-agents' session tests, built
+  from the same arguments: ``(session_id, db_path=":memory:", *, session_settings=None)``.
+- ``CONFORMANCE_SAVERS``: savers for langgraph-checkpoint-conformance, run in process, with the
+  extended capabilities each must pass (keepstate's: copy_thread, delete_for_runs, prune).
+- ``ADK_SERVICES``: a fresh ``BaseSessionService`` for our ADK suite (test_adk_sessions.py).
+
+``None`` means "leave the suite's own fixture as it is" (only ``framework`` uses it).
+The subprocess suites learn their target from ``KEEPSTATE_UPSTREAM_TARGET``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+TARGET_VARIABLE = "KEEPSTATE_UPSTREAM_TARGET"
+
+# The targets each subprocess suite runs against (a test id each); part 2 appends keepstate's.
+SUITE_TARGETS: tuple[str, ...] = ("framework",)
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """A store for an in-process suite: ``open(request)`` enters a fresh one (fixtures such as
+    ``pg_url`` come from ``request``). ``extended``: the optional conformance capabilities a saver
+    must pass; ``refuses_stale``: an ADK service refuses appends through a stale session object
+    (StaleSessionError) instead of applying them on top of storage."""
+
+    open: Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]
+    extended: frozenset[str] = frozenset()
+    refuses_stale: bool = False
+
+
+@asynccontextmanager
+async def _in_memory_saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    yield InMemorySaver()
+
+
+@asynccontextmanager
+async def _postgres_saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """LangGraph's AsyncPostgresSaver in a fresh schema: the one framework saver with ``prune``."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(request.getfixturevalue("pg_url")) as saver:
+        await saver.setup()
+        yield saver
+
+
+@asynccontextmanager
+async def _in_memory_adk(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    from google.adk.sessions import InMemorySessionService
+
+    yield InMemorySessionService()
+
+
+@asynccontextmanager
+async def _database_adk_sqlite(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """ADK's DatabaseSessionService on a fresh SQLite file (aiosqlite)."""
+    from google.adk.sessions import DatabaseSessionService
+
+    path = request.getfixturevalue("tmp_path") / "adk-sessions.db"
+    service = DatabaseSessionService(f"sqlite+aiosqlite:///{path}")
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
+@asynccontextmanager
+async def _sqlite_adk(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """ADK's SqliteSessionService (sqlite3, no SQLAlchemy) on a fresh file."""
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    yield SqliteSessionService(str(request.getfixturevalue("tmp_path") / "adk-sqlite.db"))
+
+
+# For the subprocess suites, per target: None leaves the suite's own store in place.
+CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
+    "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
+}
+STORES: dict[str, dict[str, type[Any]] | None] = {"framework": None}
+SESSIONS: dict[str, type[Any] | None] = {"framework": None}
+
+# For the in-process suites, by test id. The conformance suite has no store of its own; it is
+# proven on LangGraph's own savers.
+CONFORMANCE_SAVERS: dict[str, InProcess] = {
+    "InMemorySaver": InProcess(_in_memory_saver),
+    "AsyncPostgresSaver": InProcess(_postgres_saver, frozenset({"prune"})),
+}
+ADK_SERVICES: dict[str, InProcess] = {
+    "InMemorySessionService": InProcess(_in_memory_adk),
+    "DatabaseSessionService-sqlite": InProcess(_database_adk_sqlite, refuses_stale=True),
+    "SqliteSessionService": InProcess(_sqlite_adk, refuses_stale=True),
+}
+
+
+def current() -> str:
+    """The target of this (subprocess) suite run."""
+    return os.environ.get(TARGET_VARIABLE, "framework")
+
+
