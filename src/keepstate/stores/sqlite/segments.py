@@ -1,0 +1,226 @@
+"""Lists built by append on SQLite: their items in bounded segment rows, found by absolute index.
+
+A list's items are joined, as canonical JSON, into rows of ``keepstate_kv_segments`` of about
+``SEGMENT_BYTES``; each row is keyed by ``start``, the absolute index of its first item, and holds
+its ``count`` of items and ``bytes`` of text. The header (``heads.py``) keeps the list's ``base``
+(the absolute index of its oldest item) and length, so every call costs the segments it touches:
+
+- ``append`` grows the last segment while it has room, then starts new ones;
+- ``tail`` and ``items`` read the segment holding their first item (one primary-key seek) and
+  those after it up to their last, never the list;
+- ``trim`` deletes the segments wholly below the cut and rewrites the one holding it;
+- ``pop`` rewrites (or deletes) the last segment only.
+
+A list written whole by ``put`` stays one value until its first append, trim or pop splits it
+into segments; ``tail`` and ``items`` parse such a value whole (it is at most 1 MiB).
+Every function here runs inside its caller's transaction (a write, or a read snapshot).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+import orjson
+
+from ...clock import now_ms
+from ...errors import NotAList
+from ..lists import appended_size, check_append, join_items, split_list
+from ..records import ListPage
+from .heads import Head, checked, expiry, read_head, set_list
+
+SEGMENT_BYTES = 8 * 1024
+_LAST = "SELECT start, count, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
+_LAST_ITEMS = (
+    "SELECT start, count, items FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
+)
+_HOLDING = (
+    "SELECT start, count, items FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start <= ? "
+    "ORDER BY start DESC LIMIT 1"
+)
+_RANGE = (
+    "SELECT start, items FROM keepstate_kv_segments WHERE ns = ?1 AND key = ?2 AND start < ?4 AND start >= "
+    "(SELECT start FROM keepstate_kv_segments WHERE ns = ?1 AND key = ?2 AND start <= ?3 "
+    "ORDER BY start DESC LIMIT 1) ORDER BY start"
+)
+_ALL = "SELECT items FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start"
+_GROW = (
+    "UPDATE keepstate_kv_segments SET items = items || ',' || ?, count = count + ?, bytes = bytes + 1 + ? "
+    "WHERE ns = ? AND key = ? AND start = ?"
+)
+_ADD = "INSERT INTO keepstate_kv_segments (ns, key, start, count, items, bytes) VALUES (?, ?, ?, ?, ?, ?)"
+_REWRITE = (
+    "UPDATE keepstate_kv_segments SET start = ?, count = ?, items = ?, bytes = ? WHERE ns = ? AND key = ? AND start = ?"
+)
+_DROP_ONE = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start = ?"
+_DROP_BELOW = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start < ? RETURNING bytes"
+_DROP_ALL = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ?"
+
+
+# ---------------------------------------------------------------- reads
+
+
+def joined(conn: sqlite3.Connection, ns: str, key: str) -> bytes:
+    """A list's whole JSON, its segments joined (for ``get``)."""
+    return join_items([text.encode() for (text,) in conn.execute(_ALL, (ns, key))])
+
+
+def tail(conn: sqlite3.Connection, ns: str, key: str, n: int) -> ListPage | None:
+    return _window(conn, ns, key, lambda length: (max(length - n, 0), length))
+
+
+def items(conn: sqlite3.Connection, ns: str, key: str, start: int, limit: int) -> ListPage | None:
+    return _window(conn, ns, key, lambda length: (min(start, length), min(start + limit, length)))
+
+
+def _window(conn: sqlite3.Connection, ns: str, key: str, pick: Callable[[int], tuple[int, int]]) -> ListPage | None:
+    """The items ``pick(length)`` names (from, to; counted from the oldest present) of a live list."""
+    head = read_head(conn, ns, key, now_ms())
+    if not head.live:
+        return None
+    if head.kind == "v":
+        whole = value_items(head, key)
+        low, high = pick(len(whole))
+        return ListPage(whole[low:high], head.version, len(whole))
+    low, high = pick(head.length)
+    return ListPage(_range(conn, ns, key, head.base + low, head.base + high), head.version, head.length)
+
+
+def _range(conn: sqlite3.Connection, ns: str, key: str, low: int, high: int) -> list[bytes]:
+    """Items at absolute indexes ``low`` … ``high - 1``, from the segments holding them only."""
+    if low >= high:
+        return []
+    found: list[object] = []
+    for start, text in conn.execute(_RANGE, (ns, key, low, high)):
+        found.extend(orjson.loads(f"[{text}]")[max(low - start, 0):high - start])
+    return [orjson.dumps(item) for item in found]
+
+
+def value_items(head: Head, key: str) -> list[bytes]:
+    """The items of a list written whole by ``put``; NotAList for any other value."""
+    if head.value is None or not head.value.startswith(b"["):
+        raise NotAList(f"{key!r} holds a value that is not a list")
+    return split_list(head.value)
+
+
+def _split(text: str) -> list[bytes]:
+    return split_list(f"[{text}]".encode())
+
+
+# ---------------------------------------------------------------- writes
+
+
+def append(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], ttl_ms: int | None) -> tuple[int, int]:
+    """Add ``new`` after the last item, creating the list if needed; ``(version, length)``.
+    TooLarge past 1 MiB (the caller's transaction then undoes any split of a put list)."""
+    now = now_ms()
+    head = as_list(conn, ns, key, read_head(conn, ns, key, now))
+    size = appended_size(head.size, head.length, [len(item) for item in new])
+    check_append(size)
+    _pack(conn, ns, key, new, head.base + head.length)
+    return set_list(conn, ns, key, replace(head, size=size, length=head.length + len(new)), expiry(ttl_ms, head, now))
+
+
+def trim(conn: sqlite3.Connection, ns: str, key: str, keep_last: int, if_version: int | None,
+         ttl_ms: int | None) -> tuple[int, int]:
+    """Drop the oldest items so that at most ``keep_last`` remain; ``(0, 0)``, writing nothing, when absent."""
+    now = now_ms()
+    head = checked(conn, ns, key, if_version, now)
+    if not head.live:
+        return 0, 0
+    head = as_list(conn, ns, key, head)
+    if keep_last >= head.length:
+        kept = head
+    elif keep_last == 0:
+        conn.execute(_DROP_ALL, (ns, key))
+        kept = replace(head, size=2, length=0, base=head.base + head.length)
+    else:
+        cut = head.base + head.length - keep_last
+        kept = replace(head, size=head.size - _cut(conn, ns, key, cut), length=keep_last, base=cut)
+    return set_list(conn, ns, key, kept, expiry(ttl_ms, head, now))
+
+
+def pop(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) -> tuple[bytes, int, int] | None:
+    """Remove the last item: ``(item, version, length)``; None, writing nothing, when absent or empty."""
+    now = now_ms()
+    head = checked(conn, ns, key, if_version, now)
+    if not head.live:
+        return None
+    head = as_list(conn, ns, key, head)
+    if head.length == 0:
+        return None
+    start, _, text = conn.execute(_LAST_ITEMS, (ns, key)).fetchone()
+    rest = _split(text)
+    item = rest.pop()
+    if rest:
+        _rewrite(conn, ns, key, start, start, rest)
+    else:
+        conn.execute(_DROP_ONE, (ns, key, start))
+    length = head.length - 1
+    size = head.size - len(item) - 1 if length else 2
+    version, _ = set_list(conn, ns, key, replace(head, size=size, length=length), expiry(None, head, now))
+    return item, version, length
+
+
+def as_list(conn: sqlite3.Connection, ns: str, key: str, head: Head) -> Head:
+    """The key's header as a list in segments: an absent or expired key a new empty list (an expired
+    list's old items dropped), a list written whole by ``put`` split into segments; NotAList else."""
+    if not head.live:
+        if head.kind == "l":
+            conn.execute(_DROP_ALL, (ns, key))
+        return Head(version=head.version, kind="l")
+    if head.kind == "l":
+        return head
+    whole = value_items(head, key)
+    _pack(conn, ns, key, whole, 0)
+    return replace(head, kind="l", value=None, length=len(whole), base=0)
+
+
+def _pack(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], position: int) -> None:
+    """Write ``new`` (the items from absolute index ``position`` on) into the last segment while it
+    has room, then into new segments."""
+    if not new:
+        return
+    last = conn.execute(_LAST, (ns, key)).fetchone()
+    room = SEGMENT_BYTES - int(last[2]) - 1 if last else 0
+    chunks = _chunks(new, room)
+    first = next(chunks)
+    if first:
+        text = b",".join(first)
+        conn.execute(_GROW, (text.decode(), len(first), len(text), ns, key, last[0]))
+        position += len(first)
+    for chunk in chunks:
+        text = b",".join(chunk)
+        conn.execute(_ADD, (ns, key, position, len(chunk), text.decode(), len(text)))
+        position += len(chunk)
+
+
+def _chunks(new: Sequence[bytes], room: int) -> Iterator[list[bytes]]:
+    """Runs of items: the first fits ``room`` (it may be empty), each later one a fresh segment."""
+    chunk: list[bytes] = []
+    filled = 0
+    for item in new:
+        cost = len(item) + (1 if chunk else 0)
+        if filled + cost > room and (chunk or room < SEGMENT_BYTES):
+            yield chunk
+            chunk, filled, room, cost = [], 0, SEGMENT_BYTES, len(item)
+        chunk.append(item)
+        filled += cost
+    yield chunk
+
+
+def _cut(conn: sqlite3.Connection, ns: str, key: str, cut: int) -> int:
+    """Drop every item below absolute index ``cut`` (which a segment holds); the JSON bytes freed."""
+    start, _, text = conn.execute(_HOLDING, (ns, key, cut)).fetchone()
+    freed = sum(int(size) + 1 for (size,) in conn.execute(_DROP_BELOW, (ns, key, start)).fetchall())
+    if start < cut:
+        parts = _split(text)
+        freed += sum(len(item) + 1 for item in parts[:cut - start])
+        _rewrite(conn, ns, key, start, cut, parts[cut - start:])
+    return freed
+
+
+def _rewrite(conn: sqlite3.Connection, ns: str, key: str, start: int, new_start: int, kept: list[bytes]) -> None:
+    text = b",".join(kept)
+    conn.execute(_REWRITE, (new_start, len(kept), text.decode(), len(text), ns, key, start))
