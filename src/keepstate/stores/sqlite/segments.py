@@ -2,8 +2,10 @@
 
 A list's items are joined, as canonical JSON, into rows of ``keepstate_kv_segments`` of about
 ``SEGMENT_BYTES``; each row is keyed by ``start``, the absolute index of its first item, and holds
-its ``count`` of items and ``bytes`` of text. The header (``heads.py``) keeps the list's ``base``
-(the absolute index of its oldest item) and length, so every call costs the segments it touches:
+``sizes``, each item's byte length, so that items are cut out of its text without parsing JSON
+(a segment the first schema wrote has none and is parsed instead). The header (``heads.py``)
+keeps the list's ``base`` (the absolute index of its oldest item) and length, so every call costs
+the segments it touches:
 
 - ``append`` grows the last segment while it has room, then starts new ones;
 - ``tail`` and ``items`` read the segment holding their first item (one primary-key seek) and
@@ -20,9 +22,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
-
-import orjson
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ...clock import now_ms
 from ...errors import NotAList
@@ -31,31 +32,68 @@ from ..records import ListPage
 from .heads import Head, checked, expiry, read_head, set_list
 
 SEGMENT_BYTES = 8 * 1024
-_LAST = "SELECT start, count, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
+_LAST = "SELECT start, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
 _LAST_ITEMS = (
-    "SELECT start, count, items FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
+    "SELECT start, items, sizes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
 )
 _HOLDING = (
-    "SELECT start, count, items FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start <= ? "
+    "SELECT start, items, sizes FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start <= ? "
     "ORDER BY start DESC LIMIT 1"
 )
 _RANGE = (
-    "SELECT start, items FROM keepstate_kv_segments WHERE ns = ?1 AND key = ?2 AND start < ?4 AND start >= "
+    "SELECT start, items, sizes FROM keepstate_kv_segments WHERE ns = ?1 AND key = ?2 AND start < ?4 AND start >= "
     "(SELECT start FROM keepstate_kv_segments WHERE ns = ?1 AND key = ?2 AND start <= ?3 "
     "ORDER BY start DESC LIMIT 1) ORDER BY start"
 )
 _ALL = "SELECT items FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start"
 _GROW = (
-    "UPDATE keepstate_kv_segments SET items = items || ',' || ?, count = count + ?, bytes = bytes + 1 + ? "
+    "UPDATE keepstate_kv_segments SET items = items || ',' || ?, sizes = sizes || ',' || ?, bytes = bytes + 1 + ? "
     "WHERE ns = ? AND key = ? AND start = ?"
 )
-_ADD = "INSERT INTO keepstate_kv_segments (ns, key, start, count, items, bytes) VALUES (?, ?, ?, ?, ?, ?)"
+_ADD = "INSERT INTO keepstate_kv_segments (ns, key, start, items, sizes, bytes) VALUES (?, ?, ?, ?, ?, ?)"
 _REWRITE = (
-    "UPDATE keepstate_kv_segments SET start = ?, count = ?, items = ?, bytes = ? WHERE ns = ? AND key = ? AND start = ?"
+    "UPDATE keepstate_kv_segments SET start = ?, items = ?, sizes = ?, bytes = ? WHERE ns = ? AND key = ? AND start = ?"
 )
 _DROP_ONE = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start = ?"
 _DROP_BELOW = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start < ? RETURNING bytes"
 _DROP_ALL = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ?"
+
+
+# ---------------------------------------------------------------- one segment
+
+
+@dataclass(slots=True)
+class _Segment:
+    """A segment as read: its start, its items' bytes joined by commas, and each item's size."""
+
+    start: int
+    raw: bytes
+    sizes: list[int]
+
+    @classmethod
+    def of(cls, row: Any) -> _Segment:
+        start, text, sizes = row
+        raw = text.encode()
+        if sizes is None:  # written by the first schema, which kept no sizes: parse it
+            return cls(int(start), raw, [len(item) for item in split_list(b"[" + raw + b"]")])
+        return cls(int(start), raw, [int(size) for size in sizes.split(",")])
+
+    def offset(self, index: int) -> int:
+        """Where item ``index`` (from 0 in this segment) begins in ``raw``."""
+        return sum(self.sizes[:index]) + index
+
+    def pieces(self, low: int, high: int) -> list[bytes]:
+        """Items ``low`` … ``high - 1`` of this segment, cut at their sizes: no JSON parsed."""
+        offset = self.offset(low)
+        found = []
+        for size in self.sizes[low:high]:
+            found.append(self.raw[offset:offset + size])
+            offset += size + 1
+        return found
+
+
+def _sizes_text(items: Sequence[bytes]) -> str:
+    return ",".join([str(len(item)) for item in items])
 
 
 # ---------------------------------------------------------------- reads
@@ -91,10 +129,11 @@ def _range(conn: sqlite3.Connection, ns: str, key: str, low: int, high: int) -> 
     """Items at absolute indexes ``low`` … ``high - 1``, from the segments holding them only."""
     if low >= high:
         return []
-    found: list[object] = []
-    for start, text in conn.execute(_RANGE, (ns, key, low, high)):
-        found.extend(orjson.loads(f"[{text}]")[max(low - start, 0):high - start])
-    return [orjson.dumps(item) for item in found]
+    found: list[bytes] = []
+    for row in conn.execute(_RANGE, (ns, key, low, high)):
+        segment = _Segment.of(row)
+        found += segment.pieces(max(low - segment.start, 0), high - segment.start)
+    return found
 
 
 def value_items(head: Head, key: str) -> list[bytes]:
@@ -102,10 +141,6 @@ def value_items(head: Head, key: str) -> list[bytes]:
     if head.value is None or not head.value.startswith(b"["):
         raise NotAList(f"{key!r} holds a value that is not a list")
     return split_list(head.value)
-
-
-def _split(text: str) -> list[bytes]:
-    return split_list(f"[{text}]".encode())
 
 
 # ---------------------------------------------------------------- writes
@@ -150,13 +185,13 @@ def pop(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) -> 
     head = as_list(conn, ns, key, head)
     if head.length == 0:
         return None
-    start, _, text = conn.execute(_LAST_ITEMS, (ns, key)).fetchone()
-    rest = _split(text)
-    item = rest.pop()
-    if rest:
-        _rewrite(conn, ns, key, start, start, rest)
+    last = _Segment.of(conn.execute(_LAST_ITEMS, (ns, key)).fetchone())
+    count = len(last.sizes)
+    (item,) = last.pieces(count - 1, count)
+    if count > 1:
+        _rewrite(conn, ns, key, last.start, last.start, last.raw[:last.offset(count - 1) - 1], last.sizes[:-1])
     else:
-        conn.execute(_DROP_ONE, (ns, key, start))
+        conn.execute(_DROP_ONE, (ns, key, last.start))
     length = head.length - 1
     size = head.size - len(item) - 1 if length else 2
     version, _ = set_list(conn, ns, key, replace(head, size=size, length=length), expiry(None, head, now))
@@ -183,16 +218,16 @@ def _pack(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], pos
     if not new:
         return
     last = conn.execute(_LAST, (ns, key)).fetchone()
-    room = SEGMENT_BYTES - int(last[2]) - 1 if last else 0
+    room = SEGMENT_BYTES - int(last[1]) - 1 if last else 0
     chunks = _chunks(new, room)
     first = next(chunks)
     if first:
         text = b",".join(first)
-        conn.execute(_GROW, (text.decode(), len(first), len(text), ns, key, last[0]))
+        conn.execute(_GROW, (text.decode(), _sizes_text(first), len(text), ns, key, last[0]))
         position += len(first)
     for chunk in chunks:
         text = b",".join(chunk)
-        conn.execute(_ADD, (ns, key, position, len(chunk), text.decode(), len(text)))
+        conn.execute(_ADD, (ns, key, position, text.decode(), _sizes_text(chunk), len(text)))
         position += len(chunk)
 
 
@@ -212,15 +247,16 @@ def _chunks(new: Sequence[bytes], room: int) -> Iterator[list[bytes]]:
 
 def _cut(conn: sqlite3.Connection, ns: str, key: str, cut: int) -> int:
     """Drop every item below absolute index ``cut`` (which a segment holds); the JSON bytes freed."""
-    start, _, text = conn.execute(_HOLDING, (ns, key, cut)).fetchone()
-    freed = sum(int(size) + 1 for (size,) in conn.execute(_DROP_BELOW, (ns, key, start)).fetchall())
-    if start < cut:
-        parts = _split(text)
-        freed += sum(len(item) + 1 for item in parts[:cut - start])
-        _rewrite(conn, ns, key, start, cut, parts[cut - start:])
+    holding = _Segment.of(conn.execute(_HOLDING, (ns, key, cut)).fetchone())
+    freed = sum(int(size) + 1 for (size,) in conn.execute(_DROP_BELOW, (ns, key, holding.start)).fetchall())
+    dropped = cut - holding.start
+    if dropped:
+        offset = holding.offset(dropped)
+        _rewrite(conn, ns, key, holding.start, cut, holding.raw[offset:], holding.sizes[dropped:])
+        freed += offset
     return freed
 
 
-def _rewrite(conn: sqlite3.Connection, ns: str, key: str, start: int, new_start: int, kept: list[bytes]) -> None:
-    text = b",".join(kept)
-    conn.execute(_REWRITE, (new_start, len(kept), text.decode(), len(text), ns, key, start))
+def _rewrite(conn: sqlite3.Connection, ns: str, key: str, start: int, new_start: int, raw: bytes,
+             sizes: list[int]) -> None:
+    conn.execute(_REWRITE, (new_start, raw.decode(), ",".join(map(str, sizes)), len(raw), ns, key, start))

@@ -52,8 +52,9 @@ STEPS = [
         DELETE FROM keepstate_kv_segments WHERE ns = OLD.ns AND key = OLD.key;
     END;
     """,
-    # v2: expiry, trimming, and segments found by the absolute index of their first item. The old
-    # segments (numbered 0, 1, ...) are copied with their item counts and running starts.
+    # v2: expiry, trimming, and segments found by the absolute index of their first item, with each
+    # item's size. The old segments (numbered 0, 1, ...) are copied with their running starts, and
+    # no sizes: they are parsed when read, until a trim or pop rewrites them.
     """
     ALTER TABLE keepstate_kv ADD COLUMN base INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE keepstate_kv ADD COLUMN expires_at INTEGER;
@@ -62,13 +63,13 @@ STEPS = [
         ns TEXT NOT NULL,
         key TEXT NOT NULL,
         start INTEGER NOT NULL,
-        count INTEGER NOT NULL,
         items TEXT NOT NULL,
+        sizes TEXT,
         bytes INTEGER NOT NULL,
         PRIMARY KEY (ns, key, start)
     ) WITHOUT ROWID;
-    INSERT INTO keepstate_kv_parts (ns, key, start, count, items, bytes)
-        SELECT ns, key, SUM(count) OVER (PARTITION BY ns, key ORDER BY seg) - count, count, items, bytes
+    INSERT INTO keepstate_kv_parts (ns, key, start, items, sizes, bytes)
+        SELECT ns, key, SUM(count) OVER (PARTITION BY ns, key ORDER BY seg) - count, items, NULL, bytes
         FROM (SELECT ns, key, seg, items, bytes, json_array_length('[' || items || ']') AS count
               FROM keepstate_kv_segments);
     DROP TRIGGER keepstate_kv_unlist;
