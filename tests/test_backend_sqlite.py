@@ -127,6 +127,21 @@ def test_appends_fill_the_last_segment_then_start_new_ones(state: SqliteState, p
     assert entry is not None and entry.data == b"[" + b",".join(items) + b"]"
 
 
+def test_an_append_writes_about_two_pages_whatever_the_lists_length(state: SqliteState, path: Path) -> None:
+    """The header's page and the last segment's: no overflow pages rewritten (a segment fits its page)."""
+    state.db.connection().execute("PRAGMA wal_autocheckpoint=0")  # the WAL only grows: count its frames
+
+    def frames() -> float:
+        return (Path(f"{path}-wal").stat().st_size - 32) / (4096 + 24)
+
+    for length in (1, 3000):
+        _build(state, f"l{length}", length, width=140)
+        before = frames()
+        for index in range(100):
+            state.append(NS, f"l{length}", [_item(index, 140)])
+        assert (frames() - before) / 100 <= 2.5, length
+
+
 def test_tail_and_items_read_only_the_segments_holding_them(state: SqliteState, path: Path) -> None:
     items = _build(state, "log", 400)
     segments = _segments(path, "log")

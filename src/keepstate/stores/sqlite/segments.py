@@ -31,7 +31,9 @@ from ..lists import appended_size, check_append, join_items, split_list
 from ..records import ListPage
 from .heads import Head, checked, expiry, read_head, set_list
 
-SEGMENT_BYTES = 8 * 1024
+SEGMENT_BYTES = 3 * 1024
+"""A segment's text stays under this (unless one item is larger): with its key and sizes, it fits
+in one 4 KiB page, so an append into it writes that page and the header's, not overflow pages."""
 _LAST = "SELECT start, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
 _LAST_ITEMS = (
     "SELECT start, items, sizes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start DESC LIMIT 1"
