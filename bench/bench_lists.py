@@ -43,7 +43,7 @@ def _tail_rows(scope: keepstate.Scope) -> list[tuple[object, ...]]:
         scope.append("long", [_message(count + n) for n in range(100)])
         count += 100
     length = scope.items("long", 0, 1).length
-    short, long, ratio = paired(lambda _: scope.tail("short", 20), lambda _: scope.tail("long", 20), 2000)
+    short, long, ratio = paired(lambda _: scope.tail("short", 20), lambda _: scope.tail("long", 20), 3000, rounds=9)
     return [("tail 20: ~1 MiB list vs 20-item list", f"{length:,} items", short, long, f"{1 / ratio:.2f}× cost")]
 
 
@@ -116,7 +116,7 @@ def _incr_rows(folder: Path, scope: keepstate.Scope) -> list[tuple[object, ...]]
     upsert = ("INSERT INTO counters (ns, key, n) VALUES (?, ?, 1) "
               "ON CONFLICT (ns, key) DO UPDATE SET n = n + 1 RETURNING n")
     raw, ours, ratio = paired(lambda i: conn.execute(upsert, ("ns", f"c{i % 10}")).fetchone(),
-                              lambda i: scope.incr(f"c{i % 10}"), 1000)
+                              lambda i: scope.incr(f"c{i % 10}"), 1000, rounds=9)
     conn.close()
     return [("incr vs raw upsert-increment", "ops/s", raw, ours, f"{ratio:.2f}× raw")]
 

@@ -26,7 +26,7 @@ from keepstate.errors import NotAList
 from keepstate.stores import open_database
 from keepstate.stores.memory.state import MemoryState
 from keepstate.stores.records import BatchOp, StateRecord
-from keepstate.stores.sqlite import SqliteDatabase
+from keepstate.stores.sqlite import SqliteDatabase, kv
 from keepstate.stores.sqlite import state as sqlite_state
 from keepstate.stores.sqlite.db import SqliteFile
 from keepstate.stores.sqlite.segments import SEGMENT_BYTES
@@ -230,9 +230,9 @@ def test_sweep_finds_expired_keys_by_the_partial_index(state: SqliteState, path:
     state.append(NS, "l", [_item(n) for n in range(100)], ttl_ms=1)
     state.put(NS, "lives", b"1", ttl_ms=60_000)
     asyncio.run(asyncio.sleep(0.02))
-    plan = _rows(path, "EXPLAIN QUERY PLAN SELECT rowid FROM keepstate_kv WHERE expires_at <= ? "
-                       "ORDER BY expires_at LIMIT ?", 0, 10)
-    assert any("keepstate_kv_expiring" in str(row[-1]) for row in plan), plan
+    plan = _rows(path, f"EXPLAIN QUERY PLAN {kv.SWEEP}", 0, 10)
+    assert any("INDEX keepstate_kv_expiring (expires_at<?)" in str(row[-1]) for row in plan), plan
+    assert not any(str(row[-1]).startswith("SCAN keepstate_kv") for row in plan), plan
     assert state.sweep() == 1
     assert _segments(path, "l") == []
     assert _rows(path, "SELECT kind, version, expires_at FROM keepstate_kv WHERE key = 'l'") == [("d", 1, None)]

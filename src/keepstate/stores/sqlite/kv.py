@@ -34,7 +34,7 @@ _PUT_IF = (
 )
 _DELETE = TOMBSTONE + " WHERE ns = ? AND key = ?"
 _DROP = TOMBSTONE + " WHERE ns = ? AND kind != 'd'"
-_SWEEP = TOMBSTONE + (
+SWEEP = TOMBSTONE + (
     " WHERE rowid IN (SELECT rowid FROM keepstate_kv WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)"
 )
 _KEYS = (
@@ -141,24 +141,25 @@ def restore(conn: sqlite3.Connection, record: StateRecord) -> None:
 
 def sweep(conn: sqlite3.Connection, limit: int) -> int:
     """Tombstone up to ``limit`` expired keys, found by the partial index on ``expires_at``."""
-    return int(conn.execute(_SWEEP, (now_ms(), limit)).rowcount)
+    return int(conn.execute(SWEEP, (now_ms(), limit)).rowcount)
 
 
 # ---------------------------------------------------------------- batches
+
+
+def _patch(conn: sqlite3.Connection, op: BatchOp) -> tuple[bytes, int]:
+    assert op.patcher is not None, "a patch op carries its patcher"
+    return update(conn, op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)
+
 
 _APPLY: dict[str, Callable[[sqlite3.Connection, BatchOp], Any]] = {
     "put": lambda conn, op: put(conn, op.ns, op.key, op.data, op.if_version, op.ttl_ms),
     "delete": lambda conn, op: delete(conn, op.ns, op.key, op.if_version),
     "append": lambda conn, op: segments.append(conn, op.ns, op.key, op.items, op.ttl_ms),
     "incr": lambda conn, op: incr(conn, op.ns, op.key, op.by, op.if_version, op.ttl_ms),
-    "patch": lambda conn, op: _patch(conn, op),
+    "patch": _patch,
     "trim": lambda conn, op: segments.trim(conn, op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms),
 }
-
-
-def _patch(conn: sqlite3.Connection, op: BatchOp) -> tuple[bytes, int]:
-    assert op.patcher is not None, "a patch op carries its patcher"
-    return update(conn, op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)
 
 
 def batch(conn: sqlite3.Connection, ops: Sequence[BatchOp]) -> list[Any]:
