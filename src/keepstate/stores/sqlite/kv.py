@@ -113,7 +113,7 @@ def incr(conn: sqlite3.Connection, ns: str, key: str, by: int, if_version: int |
     head = checked(conn, ns, key, if_version, now)
     # a list built by append has no stored value: it is no integer either
     value = add_checked(integer_of(head.value or b"[]") if head.live else 0, by)
-    return value, set_value(conn, ns, key, head.version + 1, str(value).encode(), expiry(ttl_ms, head, now))
+    return value, set_value(conn, ns, key, head.kind, head.version + 1, str(value).encode(), expiry(ttl_ms, head, now))
 
 
 def update(conn: sqlite3.Connection, ns: str, key: str, patcher: Patcher, if_version: int | None,
@@ -123,7 +123,7 @@ def update(conn: sqlite3.Connection, ns: str, key: str, patcher: Patcher, if_ver
     head = checked(conn, ns, key, if_version, now)
     current = entry(conn, ns, key, head)
     data = patcher(None if current is None else current.data)
-    return data, set_value(conn, ns, key, head.version + 1, data, expiry(ttl_ms, head, now))
+    return data, set_value(conn, ns, key, head.kind, head.version + 1, data, expiry(ttl_ms, head, now))
 
 
 def drop(conn: sqlite3.Connection, ns: str) -> None:

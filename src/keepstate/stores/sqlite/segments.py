@@ -156,7 +156,8 @@ def append(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], tt
     size = appended_size(head.size, head.length, [len(item) for item in new])
     check_append(size)
     _pack(conn, ns, key, new, head.base + head.length)
-    return set_list(conn, ns, key, replace(head, size=size, length=head.length + len(new)), expiry(ttl_ms, head, now))
+    return set_list(conn, ns, key, head.kind, head.version + 1, size, head.length + len(new), head.base,
+                    expiry(ttl_ms, head, now))
 
 
 def trim(conn: sqlite3.Connection, ns: str, key: str, keep_last: int, if_version: int | None,
@@ -167,15 +168,16 @@ def trim(conn: sqlite3.Connection, ns: str, key: str, keep_last: int, if_version
     if not head.live:
         return 0, 0
     head = as_list(conn, ns, key, head)
-    if keep_last >= head.length:
-        kept = head
-    elif keep_last == 0:
-        conn.execute(_DROP_ALL, (ns, key))
-        kept = replace(head, size=2, length=0, base=head.base + head.length)
-    else:
-        cut = head.base + head.length - keep_last
-        kept = replace(head, size=head.size - _cut(conn, ns, key, cut), length=keep_last, base=cut)
-    return set_list(conn, ns, key, kept, expiry(ttl_ms, head, now))
+    size, length, base = head.size, head.length, head.base
+    if keep_last < length:
+        cut = base + length - keep_last
+        if keep_last:
+            size -= _cut(conn, ns, key, cut)
+        else:
+            conn.execute(_DROP_ALL, (ns, key))
+            size = 2
+        length, base = keep_last, cut
+    return set_list(conn, ns, key, head.kind, head.version + 1, size, length, base, expiry(ttl_ms, head, now))
 
 
 def pop(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) -> tuple[bytes, int, int] | None:
@@ -196,22 +198,23 @@ def pop(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) -> 
         conn.execute(_DROP_ONE, (ns, key, last.start))
     length = head.length - 1
     size = head.size - len(item) - 1 if length else 2
-    version, _ = set_list(conn, ns, key, replace(head, size=size, length=length), expiry(None, head, now))
+    version, _ = set_list(conn, ns, key, head.kind, head.version + 1, size, length, head.base, expiry(None, head, now))
     return item, version, length
 
 
 def as_list(conn: sqlite3.Connection, ns: str, key: str, head: Head) -> Head:
     """The key's header as a list in segments: an absent or expired key a new empty list (an expired
-    list's old items dropped), a list written whole by ``put`` split into segments; NotAList else."""
+    list's old items dropped), a list written whole by ``put`` split into segments; NotAList else.
+    Its ``kind`` stays the row's, for ``set_list`` to know whether the row becomes a list."""
     if not head.live:
         if head.kind == "l":
             conn.execute(_DROP_ALL, (ns, key))
-        return Head(version=head.version, kind="l")
+        return Head(version=head.version, kind=head.kind)
     if head.kind == "l":
         return head
     whole = value_items(head, key)
     _pack(conn, ns, key, whole, 0)
-    return replace(head, kind="l", value=None, length=len(whole), base=0)
+    return replace(head, value=None, length=len(whole), base=0)
 
 
 def _pack(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], position: int) -> None:
