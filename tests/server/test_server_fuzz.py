@@ -91,7 +91,7 @@ def test_bad_query_params_are_400_never_500(api: Api, headers_for: dict[str, dic
 
 
 def test_unknown_routes_and_methods(api: Api) -> None:
-    for method, path in [("GET", "/"), ("GET", "/v1/runs"), ("PUT", "/v0/runs"), ("PATCH", "/v0/state/agent/k"),
+    for method, path in [("GET", "/"), ("GET", "/v1/runs"), ("PUT", "/v0/runs"), ("POST", "/v0/state/agent/k"),
                          ("GET", "/v0/state"), ("POST", "/healthz"), ("GET", "/v0/state/agent/k/append/x")]:
         answer = api.http.request(method, path)
         assert answer.status_code in (404, 405) and answer.json()["error"] in ("not_found", "invalid_request")

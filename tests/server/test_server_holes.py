@@ -98,7 +98,7 @@ def test_every_route_refuses_a_missing_credential_before_its_body(api: Api, meth
     ("PUT", "/v0/sessions", {"GET", "HEAD", "POST"}),
     ("POST", "/v0/sessions/s1", {"GET", "HEAD", "DELETE"}),
     ("PATCH", "/v0/keys", {"GET", "HEAD", "POST"}),
-    ("POST", "/v0/state/session/k", {"GET", "HEAD", "PUT", "DELETE"}),
+    ("POST", "/v0/state/session/k", {"GET", "HEAD", "PUT", "PATCH", "DELETE"}),
     ("PUT", "/v0/state/session", {"GET", "HEAD"}),
     ("GET", "/v0/state/session/k/append", {"POST"}),
 ])

@@ -25,26 +25,29 @@ from keepstate.server.app import create_app
 from keepstate.server.state_routes import match_state
 
 ROOT = "root"
-SEGMENTS = ["", "a", "k.1", "append", "state", "v0", "a%20b", "a%2Fb", "a%2fappend", "%C3%A9", "%FF", "x" * 201]
+SEGMENTS = ["", "a", "k.1", "append", "pop", "batch", "state", "v0", "a%20b", "a%2Fb", "a%2fappend", "%C3%A9", "%FF",
+            "x" * 201]
 METHODS = ["GET", "PUT", "DELETE", "POST", "PATCH", "HEAD"]
 
 
-def _expected(method: str, segments: list[str]) -> tuple[str, dict[str, str], str | None] | None:
-    """What the State API's path table says, written out plainly: template, parameters, handler name."""
+def _expected(method: str, segments: list[str]) -> tuple[str, str, str, str | None] | None:
+    """What the State API's path table says, written out plainly: template, scope, key, handler name."""
     decoded = [unquote(part, errors="replace") for part in segments]
+    verb = "GET" if method == "HEAD" else method
+    if decoded == ["batch"]:  # exactly /v0/state/batch; with a slash it lists a scope called batch
+        return "/v0/state/batch", "batch", "", {"POST": "state_batch"}.get(verb)
     if len(decoded) == 2 and decoded[1] == "":
         decoded = decoded[:1]
     if not decoded or not decoded[0]:
         return None
-    verb = "GET" if method == "HEAD" else method
     if len(decoded) == 1:
-        return "/v0/state/{scope}", {"scope": decoded[0]}, {"GET": "state_keys"}.get(verb)
+        return "/v0/state/{scope}", decoded[0], "", {"GET": "state_keys"}.get(verb)
     if len(decoded) == 2:
-        handlers = {"GET": "state_get", "PUT": "state_put", "DELETE": "state_delete"}
-        return "/v0/state/{scope}/{key}", {"scope": decoded[0], "key": decoded[1]}, handlers.get(verb)
-    if len(decoded) == 3 and decoded[2] == "append":
-        params = {"scope": decoded[0], "key": decoded[1]}
-        return "/v0/state/{scope}/{key}/append", params, {"POST": "state_append"}.get(verb)
+        handlers = {"GET": "state_get", "PUT": "state_put", "PATCH": "state_patch", "DELETE": "state_delete"}
+        return "/v0/state/{scope}/{key}", decoded[0], decoded[1], handlers.get(verb)
+    if len(decoded) == 3 and decoded[2] in ("append", "trim", "pop", "incr"):
+        action = decoded[2]
+        return f"/v0/state/{{scope}}/{{key}}/{action}", decoded[0], decoded[1], {"POST": f"state_{action}"}.get(verb)
     return None
 
 
@@ -59,13 +62,22 @@ def test_state_paths_are_matched_segment_by_segment_on_the_raw_path(method: str,
         return
     assert found is not None, raw
     handler = None if found.handler is None else found.handler.__name__
-    assert (found.shape.template, found.params, handler) == expected, raw
+    assert (found.template, found.address.scope, found.key, handler) == expected, raw
 
 
 def test_an_encoded_slash_never_makes_an_action() -> None:
     found = match_state("POST", b"/v0/state/session/victim%2Fappend")
-    assert found is not None and found.handler is None and found.params["key"] == "victim/append"
+    assert found is not None and found.handler is None and found.key == "victim/append"
     assert "POST" not in found.shape.allow and found.shape.allow.startswith("GET, HEAD")
+
+
+def test_callers_prefixes_match_the_same_shapes() -> None:
+    found = match_state("POST", b"/v0/sessions/s%201/state/chat/h/append")
+    assert found is not None and found.template == "/v0/sessions/{id}/state/{agent}/{key}/append"
+    assert (found.address.kind, found.address.id, found.address.agent, found.key) == ("session", "s 1", "chat", "h")
+    listing = match_state("GET", b"/v0/runs/r1/state/")
+    assert listing is not None and listing.template == "/v0/runs/{id}/state" and listing.address.id == "r1"
+    assert match_state("GET", b"/v0/users/u/state") is None  # the user prefix names an agent too
 
 
 @pytest.fixture(params=declaring("platform"))
