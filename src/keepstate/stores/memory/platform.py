@@ -6,9 +6,10 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
-from itertools import count
-from typing import Any
+from itertools import count, islice
+from typing import Any, TypeVar
 
 from ...errors import InvalidRequest, NotFound, SessionBusy
 from ..base import PlatformFacet
@@ -26,6 +27,8 @@ from ..records import (
     StoredSession,
     finished_status,
 )
+
+T = TypeVar("T")
 
 
 class MemoryPlatform(PlatformFacet):
@@ -88,14 +91,17 @@ class MemoryPlatform(PlatformFacet):
         return self._sessions.get((env, session_id))
 
     async def list_sessions(
-        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool = False
     ) -> list[StoredSession]:
-        found = [
+        found = (
             s
-            for s in self._sessions.values()
-            if s.env == env and s.seq > after and owner in (None, s.owner) and user in (None, s.user)
-        ]
-        return sorted(found, key=lambda s: s.seq)[:limit]
+            for s in _in_order(self._sessions, desc)
+            if s.env == env and _past(s.seq, after, desc) and owner in (None, s.owner) and user in (None, s.user)
+        )
+        return list(islice(found, limit))
+
+    async def session_agents(self, env: str, session_id: str) -> list[str]:
+        return sorted({r.agent for r in self._runs.values() if (r.env, r.session_id) == (env, session_id)})
 
     def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
@@ -140,16 +146,18 @@ class MemoryPlatform(PlatformFacet):
 
     async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
-        found = [
+        found = (
             r
-            for r in self._runs.values()
+            for r in _in_order(self._runs, q.desc)
             if r.env == q.env
-            and r.seq > q.after
+            and _past(r.seq, q.after, q.desc)
             and q.owner in (None, r.owner)
             and q.session_id in (None, r.session_id)
             and q.status in (None, r.status)
-        ]
-        return sorted(found, key=lambda r: r.seq)[: q.limit]
+            and q.agent in (None, r.agent)
+            and q.parent_id in (None, r.parent_id)
+        )
+        return list(islice(found, q.limit))
 
     async def decide(
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
@@ -249,3 +257,14 @@ class MemoryPlatform(PlatformFacet):
 
     async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
         raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")
+
+
+def _in_order(records: dict[Any, T], desc: bool) -> Iterator[T]:
+    """Records by ``seq``, oldest first or newest first: a dict keeps them in insertion order, which is
+    ``seq`` order (a record replaced in place keeps its place and its seq)."""
+    return reversed(records.values()) if desc else iter(records.values())
+
+
+def _past(seq: int, after: int, desc: bool) -> bool:
+    """Whether a record comes after the cursor ``after`` (0: the start) in the listing's order."""
+    return not after or (seq < after if desc else seq > after)
