@@ -25,8 +25,10 @@ import click
     "--invocation-lease", "lease", envvar="KEEPSTATE_INVOCATION_LEASE", default=30.0,
     type=click.FloatRange(0.1, 3600), show_default=True, help="Seconds an invocation lives without a heartbeat.",
 )
-def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
-    """Serve the HTTP API."""
+@click.option("--no-console", "no_console", is_flag=True, envvar="KEEPSTATE_NO_CONSOLE",
+              help="Do not serve the web console at /console/.")
+def serve(store: str, host: str, port: int, workers: int, lease: float, no_console: bool) -> None:
+    """Serve the HTTP API (and the web console at /console/)."""
     import uvicorn
 
     from ..errors import KeepstateError
@@ -40,16 +42,19 @@ def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
     admin_key = os.environ.get("KEEPSTATE_ADMIN_KEY") or None
     options: dict[str, Any] = {"host": host, "port": port, "loop": "uvloop", "http": "httptools", "access_log": False,
                "log_level": "warning", "timeout_graceful_shutdown": 10}
-    click.echo(f"keepstate: serving http://{host}:{port} over {store}", err=True)
+    console = "" if no_console else f", the console at http://{host}:{port}/console/"
+    click.echo(f"keepstate: serving http://{host}:{port} over {store}{console}", err=True)
     if workers == 1:
         from ..server.app import create_app
 
-        uvicorn.run(create_app(store, lease, bootstrap_admin=True, admin_key=admin_key), **options)
+        uvicorn.run(create_app(store, lease, bootstrap_admin=True, admin_key=admin_key, console=not no_console),
+                    **options)
         return
     if not declared.shared:
         raise click.BadParameter("a memory:// store lives in one process: use --workers 1", param_hint="--workers")
     asyncio.run(_bootstrap(store, admin_key))
-    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease)})
+    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease),
+                       "KEEPSTATE_CONSOLE": "0" if no_console else "1"})
     uvicorn.run("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
 
 

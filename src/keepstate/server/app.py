@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
+from .console import console_routes
 from .errors import MethodNotAllowed, error_response
 from .http import json_response
 from .metrics import Metrics, MetricsMiddleware
@@ -122,11 +123,13 @@ async def _sweep_forever(invocations: Invocations, lease_seconds: float) -> None
 
 
 def create_app(
-    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None
+    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None,
+    console: bool = True,
 ) -> KeepstateApp:
     """The app over the store at ``store_url``, opened at startup and closed at shutdown.
 
-    With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``).
+    With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``);
+    with ``console`` it serves the web console at ``/console/`` (``server/console``).
     """
     app_metrics = Metrics()
 
@@ -154,6 +157,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        *(console_routes() if console else []),
     ]
     app = KeepstateApp(
         routes=routes,
@@ -169,4 +173,5 @@ def app_from_env() -> KeepstateApp:
     """Factory for ``--workers N``: each worker process builds its app from the environment."""
     import os
 
-    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")))
+    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")),
+                      console=os.environ.get("KEEPSTATE_CONSOLE", "1") != "0")
