@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean install
+.PHONY: run test lint bench clean install screenshots
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "keepstate needs Python 3.11+"'
@@ -18,7 +18,7 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/keepstate serve --store sqlite:///keepstate.db --host 127.0.0.1 --port 8420
 
-TYPED_TESTS := tests tests/client tests/conformance tests/harness tests/server tests/sessions
+TYPED_TESTS := tests tests/client tests/conformance tests/console tests/harness tests/server tests/sessions
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -32,6 +32,10 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# the console's browser tests, writing their screenshots to docs/console/ (needs Debian's chromium)
+screenshots: $(STAMP)
+	KEEPSTATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/console/test_console_browser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from console_support import Console, bearer
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, expect
 
 from keepstate.client import Invocation, Worker
 from keepstate.server.console.render import CSP
@@ -155,6 +155,11 @@ def test_find_a_session_and_read_its_conversation(
     page.context.close()
 
 
+def seen_dialog(dialogs: list[str], dialog: Dialog) -> None:
+    dialogs.append(dialog.message)
+    dialog.dismiss()
+
+
 def test_stored_markup_is_shown_as_text_and_never_runs(
     browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
     background: Callable[[Worker], None],
@@ -171,7 +176,7 @@ def test_stored_markup_is_shown_as_text_and_never_runs(
     for key, path in ((member, f"/console/sessions/{session['id']}"), (member, f"/console/runs/{run['id']}"),
                       (keys["admin"], "/console/keys")):
         page = signed_in(browser, console_server, key)
-        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.on("dialog", lambda dialog: seen_dialog(dialogs, dialog))
         page.goto(path)
         expect(page.get_by_text(XSS).first).to_be_visible()
         assert page.locator("img").count() == 0
@@ -370,12 +375,13 @@ def test_every_page_has_the_csp_and_no_inline_script_or_style(
 
 def test_sign_out_ends_the_session(browser: Browser, console_server: ServerInfo, keys: dict[str, str]) -> None:
     page = signed_in(browser, console_server, keys["memberB"])
-    cookie = page.context.cookies()[0]
+    old = page.context.cookies()[0]
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
     page.goto("/console/sessions")
     expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
-    page.context.add_cookies([cookie])  # the old cookie, replayed: its session is gone from the store
+    # the old cookie, replayed: its session is gone from the store
+    page.context.add_cookies([{"name": old["name"], "value": old["value"], "url": f"{console_server.url}/console/"}])
     page.goto("/console/sessions")
     expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
     page.context.close()

@@ -110,13 +110,15 @@ async def sign_out(platform: Platform, signed: SignedIn) -> None:
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """A POSTed form's fields (the first of each name), after the same-origin check. The body is
-    bounded as every request's is (413 past it)."""
+    """A POSTed form's fields (the first of each name; none for an empty body), after the same-origin
+    check. The body is bounded as every request's is (413 past it)."""
     if not same_origin(request):
         raise Forbidden("this form was not sent from this console: refused")
+    body = await read_body(request)
+    if not body:
+        return {}
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != FORM_TYPE:
         raise InvalidRequest(f"a console form is sent as {FORM_TYPE}")
-    body = await read_body(request)
     try:
         pairs = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=MAX_FIELDS, errors="strict")
     except (UnicodeDecodeError, ValueError):

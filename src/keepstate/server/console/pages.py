@@ -93,14 +93,14 @@ async def read_value(api: StateApi, ns: str, key: str, end: int | None) -> views
         return None
 
 
-def list_end(request: Request, key: str) -> int | None:
-    """The ``end`` of the page asked for one list (``?key=K&end=N``), for that key only."""
-    if request.query_params.get("key") != key:
+def list_page(request: Request) -> tuple[str, int] | None:
+    """The page of one list a request asks for (``?key=K&end=N``: the items before ``N`` of ``K``)."""
+    key, text = request.query_params.get("key"), request.query_params.get("end")
+    if key is None and text is None:
         return None
-    text = request.query_params.get("end", "")
-    if not text.isdigit() or len(text) > 18:
-        raise InvalidRequest("end must be the index a page of a list ends at")
-    return int(text)
+    if key is None or text is None or not text.isdigit() or len(text) > 18:
+        raise InvalidRequest("a page of a list is asked for with key and end (the index the page ends at)")
+    return key, int(text)
 
 
 async def state_section(request: Request, caller: Caller, address: Address, paged: bool) -> StateSection:
@@ -109,8 +109,9 @@ async def state_section(request: Request, caller: Caller, address: Address, page
     api = state_api_of(request)
     ns = await api.namespace(platform_of(request), caller, address)
     keys_after = after(request, "keys_after") if paged else None
+    wanted = list_page(request) if paged else None
     keys, next_keys = await api.keys(ns, "", keys_after or "", STATE_KEYS)
-    found = [await read_value(api, ns, key, list_end(request, key) if paged else None) for key, _ in keys]
+    found = [await read_value(api, ns, key, wanted[1] if wanted and wanted[0] == key else None) for key, _ in keys]
     return StateSection(address.agent, [value for value in found if value is not None], next_keys, keys_after)
 
 
@@ -215,20 +216,21 @@ async def agents(request: Request, signed: SignedIn) -> Response:
 async def agent_rows(platform: Platform, caller: Caller) -> list[views.AgentRow]:
     """The Agents page's data, in one place: ``GET /v0/agents`` (``Platform.agents``, issue 13) is to
     replace this. Until then: the agents of the caller's queued, running and held runs, and of its
-    latest page of runs, counted through ``list_runs`` (each status at most ``AGENT_COUNT_CAP``);
-    when a worker last claimed is not known yet."""
+    latest page of runs, counted through ``list_runs`` (the newest ``AGENT_COUNT_CAP`` runs of each
+    status: past that a count is a lower bound, marked); when a worker last claimed is not known yet."""
     counts: dict[str, dict[str, int]] = {}
-    capped = False
+    capped: set[str] = set()
     for status in ("queued", "running", "held"):
         found = await runs_with(platform, caller, status)
-        capped = capped or len(found) >= AGENT_COUNT_CAP
+        if len(found) >= AGENT_COUNT_CAP:
+            capped.add(status)
         for one in found:
             of_agent = counts.setdefault(one.agent, {})
             of_agent[status] = of_agent.get(status, 0) + 1
     recent = await platform.list_runs(caller, {"limit": PAGE, "desc": True})
     for one in recent.items:
         counts.setdefault(one.agent, {})
-    return [views.AgentRow(name, c.get("queued", 0), c.get("running", 0), c.get("held", 0), None, capped)
+    return [views.AgentRow(name, c.get("queued", 0), c.get("running", 0), c.get("held", 0), None, frozenset(capped))
             for name, c in sorted(counts.items())]
 
 

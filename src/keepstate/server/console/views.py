@@ -135,14 +135,14 @@ def page_before(end: int, page_size: int) -> tuple[int, int] | None:
 @dataclass(frozen=True, slots=True)
 class AgentRow:
     """One agent on the Agents page: its runs waiting, running and held, and its workers' last claim
-    (None: not known). ``capped`` marks counts that stopped at a bound (shown as ``N+``)."""
+    (None: not known). ``capped`` names the statuses whose count stopped at a bound (shown as ``N+``)."""
 
     name: str
     queued: int
     running: int
     held: int
     last_claim_at: int | None = None
-    capped: bool = False
+    capped: frozenset[str] = frozenset()
 
 
 def run_ids(text: str | None, limit: int) -> list[str]:
