@@ -41,6 +41,7 @@ class MemoryPlatform(PlatformFacet):
         self._callers: dict[str, str] = {}  # run id -> caller, for idempotency
         self._invocations: dict[str, StoredInvocation] = {}
         self._by_token: dict[str, str] = {}
+        self._of_session: dict[tuple[str, str], list[str]] = {}  # (env, session) -> its run ids, oldest first
 
     # keys
     async def add_key(self, key: StoredKey, secret_hash: str) -> None:
@@ -101,7 +102,7 @@ class MemoryPlatform(PlatformFacet):
         return list(islice(found, limit))
 
     async def session_agents(self, env: str, session_id: str) -> list[str]:
-        return sorted({r.agent for r in self._runs.values() if (r.env, r.session_id) == (env, session_id)})
+        return sorted({self._runs[run_id].agent for run_id in self._of_session.get((env, session_id), [])})
 
     def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
@@ -116,7 +117,7 @@ class MemoryPlatform(PlatformFacet):
         return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
 
     def _session_busy(self, env: str, session_id: str) -> bool:
-        return any(r.env == env and r.session_id == session_id and r.status in ACTIVE for r in self._runs.values())
+        return any(self._runs[run_id].status in ACTIVE for run_id in self._of_session.get((env, session_id), []))
 
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
@@ -134,6 +135,8 @@ class MemoryPlatform(PlatformFacet):
         stored = replace(run, seq=next(self._seq))
         self._runs[run.id] = stored
         self._callers[run.id] = caller
+        if run.session_id is not None:
+            self._of_session.setdefault((run.env, run.session_id), []).append(run.id)
         self._queue(invocation)
         return stored, True
 
@@ -148,7 +151,7 @@ class MemoryPlatform(PlatformFacet):
         q = query
         found = (
             r
-            for r in _in_order(self._runs, q.desc)
+            for r in self._candidates(q)
             if r.env == q.env
             and _past(r.seq, q.after, q.desc)
             and q.owner in (None, r.owner)
@@ -158,6 +161,14 @@ class MemoryPlatform(PlatformFacet):
             and q.parent_id in (None, r.parent_id)
         )
         return list(islice(found, q.limit))
+
+    def _candidates(self, q: RunFilter) -> Iterator[StoredRun]:
+        """The runs a listing looks at, in its order: a session's own when it names one (a session's
+        runs are kept apart, as an index would), else every run."""
+        if q.session_id is None:
+            return _in_order(self._runs, q.desc)
+        ids = self._of_session.get((q.env, q.session_id), [])
+        return (self._runs[run_id] for run_id in (reversed(ids) if q.desc else ids))
 
     async def decide(
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
