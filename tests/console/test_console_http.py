@@ -191,3 +191,13 @@ def test_no_console_serves_the_api_alone(consoleless: ServerInfo) -> None:
         assert http.get("/console/").status_code == 404
         assert http.get("/console/").headers["content-type"] == "application/json"
         assert http.get("/v0/keys", headers=bearer(consoleless.admin_key)).status_code == 200
+
+
+def test_a_revoked_key_ends_its_console_sessions(console: Console) -> None:
+    key_id, secret = console.new_key("member")
+    console.sign_in(secret)
+    assert console.http.get("/console/runs").status_code == 200
+    assert console.http.delete(f"/v0/keys/{key_id}", headers=bearer(console.admin)).status_code == 204
+    answer = console.http.get("/console/runs")
+    assert (answer.status_code, answer.headers["location"]) == (303, "/console/")
+    assert console.http.get("/console/runs/status").status_code == 401
