@@ -73,7 +73,7 @@ async def _backend(url: str) -> tuple[list[tuple[object, ...]], float]:
         seeded = await seed(platform, SESSIONS, RUNS, MESSAGES)
         filled = time.perf_counter() - started
         await sign_in(client, seeded.member)
-        measured = []
+        measured: list[tuple[object, ...]] = []
         for name, path in pages(seeded):
             await _timed(client, path)  # warm: templates compiled, caches filled
             ms, floor = await _measure(client, path)
