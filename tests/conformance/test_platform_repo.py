@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,37 @@ async def test_sessions_create_once_get_list_and_page(repo: PlatformFacet) -> No
     assert [s.id for s in await repo.list_sessions(ENV, None, "u2", 0, 10)] == ["s2", "s3"]
     page = await repo.list_sessions(ENV, None, None, 0, 2)
     assert [s.id for s in await repo.list_sessions(ENV, None, None, page[-1].seq, 2)] == ["s3"]
+
+
+async def test_sessions_newest_first_paged_with_filters(repo: PlatformFacet) -> None:
+    for n, (owner, user) in enumerate([("k1", "u1"), ("k2", "u2"), ("k1", "u2"), ("k1", None), ("k2", "u1")]):
+        await repo.create_session(StoredSession(ENV, f"d{n}", owner, user, b"{}", now_ms()))
+    await repo.create_session(StoredSession("other", "d9", "k1", "u1", b"{}", now_ms()))
+
+    async def ids(owner: str | None, user: str | None, after: int = 0, limit: int = 10) -> list[str]:
+        return [s.id for s in await repo.list_sessions(ENV, owner, user, after, limit, desc=True)]
+
+    assert await ids(None, None) == ["d4", "d3", "d2", "d1", "d0"]
+    assert await ids("k1", None) == ["d3", "d2", "d0"]
+    assert await ids(None, "u2") == ["d2", "d1"]
+    assert await ids("k1", "u2") == ["d2"]
+    first = await repo.list_sessions(ENV, None, None, 0, 2, desc=True)
+    assert [s.id for s in first] == ["d4", "d3"]
+    second = await repo.list_sessions(ENV, None, None, first[-1].seq, 2, desc=True)
+    assert [s.id for s in second] == ["d2", "d1"]
+    assert await ids(None, None, second[-1].seq) == ["d0"]
+    assert await ids("k2", None, second[-1].seq) == []
+
+
+async def test_session_agents_are_the_agents_of_its_runs(repo: PlatformFacet) -> None:
+    sid = await session(repo)
+    assert await repo.session_agents(ENV, sid) == []
+    for agent in ("writer", "critic", "writer"):
+        run, _ = await start(repo, new_run(agent, sid))
+        await repo.cancel(ENV, run.id, now_ms())
+    await start(repo, new_run("elsewhere"))
+    assert await repo.session_agents(ENV, sid) == ["critic", "writer"]
+    assert await repo.session_agents("other", sid) == []
 
 
 async def test_concurrent_creates_of_one_session_create_it_once(repo: PlatformFacet) -> None:
@@ -298,6 +330,36 @@ async def test_get_and_list_runs(repo: PlatformFacet) -> None:
     assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, sid, "queued", 0, 10))] == [a.id]
     assert await repo.list_runs(RunFilter(ENV, None, None, "done", 0, 10)) == []
     assert [r.id for r in await repo.list_runs(RunFilter(ENV, None, None, None, every[0].seq, 10))] == [b.id]
+
+
+async def test_runs_newest_first_paged_by_agent_status_parent_session(repo: PlatformFacet) -> None:
+    sid = await session(repo)
+    parent, _ = await start(repo, new_run("lead", owner="k1"))
+    child = replace(new_run("helper", owner="k1"), parent_id=parent.id)
+    child, _ = await start(repo, child)
+    turn, _ = await start(repo, new_run("lead", sid, owner="k1"))
+    other, _ = await start(repo, new_run("helper", owner="k2"))
+    await repo.cancel(ENV, turn.id, now_ms())
+    await start(repo, replace(new_run("lead"), env="other"))
+
+    async def ids(after: int = 0, owner: str | None = None, session_id: str | None = None, status: str | None = None,
+                  agent: str | None = None, parent_id: str | None = None) -> list[str]:
+        query = RunFilter(ENV, owner, session_id, status, after, 10, agent=agent, parent_id=parent_id, desc=True)
+        return [r.id for r in await repo.list_runs(query)]
+
+    assert await ids() == [other.id, turn.id, child.id, parent.id]
+    assert await ids(agent="helper") == [other.id, child.id]
+    assert await ids(agent="lead", status="queued") == [parent.id]
+    assert await ids(status="cancelled") == [turn.id]
+    assert await ids(parent_id=parent.id) == [child.id]
+    assert await ids(session_id=sid) == [turn.id]
+    assert await ids(owner="k1", agent="helper") == [child.id]
+    first = await repo.list_runs(RunFilter(ENV, None, None, None, 0, 2, desc=True))
+    assert [r.id for r in first] == [other.id, turn.id]
+    assert await ids(after=first[-1].seq) == [child.id, parent.id]
+    assert await ids(after=first[-1].seq, agent="lead") == [parent.id]
+    oldest_first = await repo.list_runs(RunFilter(ENV, None, None, None, 0, 10, agent="helper"))
+    assert [r.id for r in oldest_first] == [child.id, other.id]
 
 
 async def test_decide_only_a_held_run(repo: PlatformFacet) -> None:

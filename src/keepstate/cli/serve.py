@@ -41,8 +41,10 @@ STARTUP_FAILURE = 3
     "--invocation-lease", "lease", envvar="KEEPSTATE_INVOCATION_LEASE", default=30.0,
     type=click.FloatRange(0.1, 3600), show_default=True, help="Seconds an invocation lives without a heartbeat.",
 )
-def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
-    """Serve the HTTP API."""
+@click.option("--no-console", "no_console", is_flag=True, envvar="KEEPSTATE_NO_CONSOLE",
+              help="Do not serve the web console at /console/.")
+def serve(store: str, host: str, port: int, workers: int, lease: float, no_console: bool) -> None:
+    """Serve the HTTP API (and the web console at /console/)."""
     admin_key = _admin_key()
     shared = _check(store, workers)
     sock = bind(host, port)
@@ -50,8 +52,10 @@ def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
         if shared:
             with quiet_libraries(), store_errors(store, "serve"):
                 asyncio.run(_bootstrap(store, admin_key))
-        click.echo(f"keepstate: serving {_address(host, sock)} over {redact(store)}", err=True)
-        _run(store, lease, workers, sock, bootstrap_admin=not shared, admin_key=admin_key)
+        address = _address(host, sock)
+        console = "" if no_console else f", the console at {address}/console/"
+        click.echo(f"keepstate: serving {address} over {redact(store)}{console}", err=True)
+        _run(store, lease, workers, sock, console=not no_console, bootstrap_admin=not shared, admin_key=admin_key)
     finally:
         sock.close()
 
@@ -114,7 +118,7 @@ def _address(host: str, sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstrap: Any) -> None:
+def _run(store: str, lease: float, workers: int, sock: socket.socket, console: bool, **bootstrap: Any) -> None:
     """uvicorn on the bound socket: this process, or ``workers`` processes sharing it."""
     import uvicorn
 
@@ -123,7 +127,7 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstra
     if workers == 1:
         from ..server.app import create_app
 
-        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, **bootstrap), **options))
+        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, console=console, **bootstrap), **options))
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
         if not server.started:
@@ -131,7 +135,8 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstra
         return
     from uvicorn.supervisors import Multiprocess
 
-    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease)})
+    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease),
+                       "KEEPSTATE_CONSOLE": "1" if console else "0"})
     config = uvicorn.Config("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[sock]).run()
 

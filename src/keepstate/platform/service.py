@@ -178,11 +178,20 @@ class Platform:
         require(caller, "admin", "member")
         return await self.session(caller, session_id)
 
-    async def list_sessions(self, caller: Caller, user: str | None, after: str | None, limit: int) -> Page:
+    async def list_sessions(self, caller: Caller, user: str | None, after: str | None, limit: int,
+                            desc: bool = False) -> Page:
+        """The caller's sessions (an admin's: all of its environment), oldest first or with ``desc``
+        newest first; ``after`` is the ``next`` of the page before."""
         require(caller, "admin", "member")
         owner = None if caller.is_admin else caller.key_id
-        found = await self.repo.list_sessions(caller.env, owner, user, cursor(after), limit)
+        found = await self.repo.list_sessions(caller.env, owner, user, cursor(after), limit, desc)
         return page(found, limit)
+
+    async def session_agents(self, caller: Caller, session_id: str) -> list[str]:
+        """The agents that ran in a session the caller may use: those its session-scope state is kept under."""
+        require(caller, "admin", "member")
+        await self.session(caller, session_id)
+        return await self.repo.session_agents(caller.env, session_id)
 
     async def delete_session(self, caller: Caller, session_id: str) -> None:
         """Delete the session, cancel its held runs, and drop its session-scope state of every agent
@@ -238,13 +247,15 @@ class Platform:
         return run
 
     async def list_runs(self, caller: Caller, query: dict[str, Any]) -> Page:
+        """The caller's runs (an admin's: all of its environment) matching ``query``'s filters
+        (``session_id``, ``status``, ``agent``, ``parent_id``), oldest first or with ``desc`` newest first."""
         require(caller, "admin", "member")
         owner = None if caller.is_admin else caller.key_id
         limit = query["limit"]
-        after = cursor(query.get("after"))
-        found = await self.repo.list_runs(
-            RunFilter(caller.env, owner, query.get("session_id"), query.get("status"), after, limit)
-        )
+        found = await self.repo.list_runs(RunFilter(
+            caller.env, owner, query.get("session_id"), query.get("status"), cursor(query.get("after")), limit,
+            agent=query.get("agent"), parent_id=query.get("parent_id"), desc=bool(query.get("desc")),
+        ))
         return page(found, limit)
 
     async def decide(self, caller: Caller, run_id: str, body: dict[str, Any]) -> StoredRun:

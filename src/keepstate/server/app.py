@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
+from .console import console_routes
 from .errors import MethodNotAllowed, error_response
 from .http import json_response
 from .metrics import Metrics, MetricsMiddleware
@@ -111,11 +112,13 @@ async def openapi(request: Request) -> Response:
 
 
 def create_app(
-    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None
+    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None,
+    console: bool = True,
 ) -> KeepstateApp:
     """The app over the store at ``store_url``, opened at startup and closed at shutdown.
 
-    With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``).
+    With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``);
+    with ``console`` it serves the web console at ``/console/`` (``server/console``).
     """
     app_metrics = Metrics()
 
@@ -146,6 +149,7 @@ def create_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
+        *(console_routes() if console else []),
     ]
     app = KeepstateApp(
         routes=routes,
@@ -161,4 +165,5 @@ def app_from_env() -> KeepstateApp:
     """Factory for ``--workers N``: each worker process builds its app from the environment."""
     import os
 
-    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")))
+    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")),
+                      console=os.environ.get("KEEPSTATE_CONSOLE", "1") != "0")

@@ -283,8 +283,14 @@ class PlatformFacet(ABC):
 
     @abstractmethod
     async def list_sessions(
-        self, env: str, owner: str | None, user: str | None, after: int, limit: int
-    ) -> list[StoredSession]: ...
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool = False
+    ) -> list[StoredSession]:
+        """At most ``limit`` sessions (``owner``, ``user``: None matches all) by ``seq``: oldest first
+        above ``after``, or with ``desc`` newest first below it (``after`` 0: from the start)."""
+
+    @abstractmethod
+    async def session_agents(self, env: str, session_id: str) -> list[str]:
+        """The agents of the session's runs, in name order (what its session-scope state is kept under)."""
 
     # runs
     @abstractmethod
@@ -298,7 +304,8 @@ class PlatformFacet(ABC):
     async def get_run(self, env: str, run_id: str) -> StoredRun | None: ...
 
     @abstractmethod
-    async def list_runs(self, query: RunFilter) -> list[StoredRun]: ...
+    async def list_runs(self, query: RunFilter) -> list[StoredRun]:
+        """At most ``query.limit`` runs matching its filters, in the order ``RunFilter`` says."""
 
     @abstractmethod
     async def decide(

@@ -225,7 +225,9 @@ class Claimed:
 
 @dataclass(frozen=True, slots=True)
 class RunFilter:
-    """Which runs a list returns: ``owner`` None means every owner (an admin)."""
+    """Which runs a list returns: ``owner`` None means every owner (an admin); None filters match all.
+
+    Oldest first past ``after`` (a ``seq``; 0: from the start), or with ``desc`` newest first below it."""
 
     env: str
     owner: str | None
@@ -233,6 +235,9 @@ class RunFilter:
     status: str | None
     after: int
     limit: int
+    agent: str | None = None
+    parent_id: str | None = None
+    desc: bool = False
 
 
 @dataclass(frozen=True, slots=True)

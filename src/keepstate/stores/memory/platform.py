@@ -6,9 +6,10 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
-from itertools import count
-from typing import Any
+from itertools import count, islice
+from typing import Any, TypeVar
 
 from ...errors import InvalidRequest, NotFound, SessionBusy
 from ..base import PlatformFacet
@@ -27,6 +28,8 @@ from ..records import (
     finished_status,
 )
 
+T = TypeVar("T")
+
 
 class MemoryPlatform(PlatformFacet):
     def __init__(self) -> None:
@@ -38,6 +41,7 @@ class MemoryPlatform(PlatformFacet):
         self._callers: dict[str, str] = {}  # run id -> caller, for idempotency
         self._invocations: dict[str, StoredInvocation] = {}
         self._by_token: dict[str, str] = {}
+        self._of_session: dict[tuple[str, str], list[str]] = {}  # (env, session) -> its run ids, oldest first
 
     # keys
     async def add_key(self, key: StoredKey, secret_hash: str) -> None:
@@ -88,14 +92,17 @@ class MemoryPlatform(PlatformFacet):
         return self._sessions.get((env, session_id))
 
     async def list_sessions(
-        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool = False
     ) -> list[StoredSession]:
-        found = [
+        found = (
             s
-            for s in self._sessions.values()
-            if s.env == env and s.seq > after and owner in (None, s.owner) and user in (None, s.user)
-        ]
-        return sorted(found, key=lambda s: s.seq)[:limit]
+            for s in _in_order(self._sessions, desc)
+            if s.env == env and _past(s.seq, after, desc) and owner in (None, s.owner) and user in (None, s.user)
+        )
+        return list(islice(found, limit))
+
+    async def session_agents(self, env: str, session_id: str) -> list[str]:
+        return sorted({self._runs[run_id].agent for run_id in self._of_session.get((env, session_id), [])})
 
     def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
@@ -110,7 +117,7 @@ class MemoryPlatform(PlatformFacet):
         return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
 
     def _session_busy(self, env: str, session_id: str) -> bool:
-        return any(r.env == env and r.session_id == session_id and r.status in ACTIVE for r in self._runs.values())
+        return any(self._runs[run_id].status in ACTIVE for run_id in self._of_session.get((env, session_id), []))
 
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
@@ -128,6 +135,8 @@ class MemoryPlatform(PlatformFacet):
         stored = replace(run, seq=next(self._seq))
         self._runs[run.id] = stored
         self._callers[run.id] = caller
+        if run.session_id is not None:
+            self._of_session.setdefault((run.env, run.session_id), []).append(run.id)
         self._queue(invocation)
         return stored, True
 
@@ -140,16 +149,26 @@ class MemoryPlatform(PlatformFacet):
 
     async def list_runs(self, query: RunFilter) -> list[StoredRun]:
         q = query
-        found = [
+        found = (
             r
-            for r in self._runs.values()
+            for r in self._candidates(q)
             if r.env == q.env
-            and r.seq > q.after
+            and _past(r.seq, q.after, q.desc)
             and q.owner in (None, r.owner)
             and q.session_id in (None, r.session_id)
             and q.status in (None, r.status)
-        ]
-        return sorted(found, key=lambda r: r.seq)[: q.limit]
+            and q.agent in (None, r.agent)
+            and q.parent_id in (None, r.parent_id)
+        )
+        return list(islice(found, q.limit))
+
+    def _candidates(self, q: RunFilter) -> Iterator[StoredRun]:
+        """The runs a listing looks at, in its order: a session's own when it names one (a session's
+        runs are kept apart, as an index would), else every run."""
+        if q.session_id is None:
+            return _in_order(self._runs, q.desc)
+        ids = self._of_session.get((q.env, q.session_id), [])
+        return (self._runs[run_id] for run_id in (reversed(ids) if q.desc else ids))
 
     async def decide(
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
@@ -249,3 +268,14 @@ class MemoryPlatform(PlatformFacet):
 
     async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
         raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")
+
+
+def _in_order(records: dict[Any, T], desc: bool) -> Iterator[T]:
+    """Records by ``seq``, oldest first or newest first: a dict keeps them in insertion order, which is
+    ``seq`` order (a record replaced in place keeps its place and its seq)."""
+    return reversed(records.values()) if desc else iter(records.values())
+
+
+def _past(seq: int, after: int, desc: bool) -> bool:
+    """Whether a record comes after the cursor ``after`` (0: the start) in the listing's order."""
+    return not after or (seq < after if desc else seq > after)

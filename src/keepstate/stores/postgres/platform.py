@@ -130,10 +130,13 @@ class PostgresPlatform(PlatformFacet):
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
-        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool = False
     ) -> list[StoredSession]:
-        rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
-        return [sql.session_from_row(row) for row in rows]
+        query, params = sql.list_sessions(env, owner, user, after, limit, desc)
+        return [sql.session_from_row(row) for row in await self._all(pg(query), params)]
+
+    async def session_agents(self, env: str, session_id: str) -> list[str]:
+        return [row[0] for row in await self._all(pg(sql.SESSION_AGENTS), (env, session_id))]
 
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
@@ -152,9 +155,8 @@ class PostgresPlatform(PlatformFacet):
         return None if row is None else sql.run_from_row(row)
 
     async def list_runs(self, query: RunFilter) -> list[StoredRun]:
-        q = query
-        params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
-        return [sql.run_from_row(row) for row in await self._all(pg(sql.LIST_RUNS), params)]
+        statement, params = sql.list_runs(query)
+        return [sql.run_from_row(row) for row in await self._all(pg(statement), params)]
 
     async def decide(
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int

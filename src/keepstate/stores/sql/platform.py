@@ -8,9 +8,10 @@ is per dialect. Every guarded write is one statement whose ``WHERE`` carries the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from ..records import StoredInvocation, StoredKey, StoredRun, StoredSession
+from ..records import RunFilter, StoredInvocation, StoredKey, StoredRun, StoredSession
 
 SQLITE_SCHEMA = [
     """
@@ -67,10 +68,37 @@ INSERT_SESSION = (
     "ON CONFLICT (env, id) DO NOTHING"
 )
 GET_SESSION = f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND id = ?"
-LIST_SESSIONS = (
-    f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND seq > ? "
-    "AND (? IS NULL OR owner = ?) AND (? IS NULL OR end_user = ?) ORDER BY seq LIMIT ?"
-)
+
+SEQ_END = 2**63 - 1
+"""Past every ``seq``: the cursor of a first page listed newest first."""
+
+
+@cache
+def paged(table: str, columns: str, tests: tuple[str, ...], desc: bool) -> str:
+    """A listing by ``seq`` past a cursor: oldest first above it, or with ``desc`` newest first below it
+    (the cursor's value is ``seq_bound``'s), with each of ``tests`` (``column = ?``). Its values: env,
+    the cursor, one per test, the limit. Only the filters given are in the text, so the planner can use
+    an index on them (a ``? IS NULL OR`` test hides the column from it)."""
+    order, compare = (" DESC", "<") if desc else ("", ">")
+    where = "".join(f" AND {test}" for test in tests)
+    return f"SELECT {columns} FROM {table} WHERE env = ? AND seq {compare} ?{where} ORDER BY seq{order} LIMIT ?"
+
+
+def seq_bound(after: int, desc: bool) -> int:
+    """The cursor ``paged`` compares with: ``after`` itself, or ``SEQ_END`` for a first page newest first."""
+    return after if after or not desc else SEQ_END
+
+
+def list_sessions(env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool
+                  ) -> tuple[str, tuple[Any, ...]]:
+    """The statement and values of a session listing."""
+    given = {"owner": owner, "end_user": user}
+    present = tuple(name for name, value in given.items() if value is not None)
+    values = tuple(given[name] for name in present)
+    tests = tuple(f"{name} = ?" for name in present)
+    return paged("ks_sessions", SESSION_COLUMNS, tests, desc), (env, seq_bound(after, desc), *values, limit)
+
+
 DELETE_IDLE_SESSION = (
     "DELETE FROM ks_sessions WHERE env = ? AND id = ? AND NOT EXISTS "
     "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
@@ -95,10 +123,24 @@ INSERT_SESSION_RUN = (
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND id = ?"
 RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE id = ?"
-LIST_RUNS = (
-    f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND seq > ? AND (? IS NULL OR owner = ?) "
-    "AND (? IS NULL OR session_id = ?) AND (? IS NULL OR status = ?) ORDER BY seq LIMIT ?"
-)
+RUN_FILTERS = ("owner", "session_id", "status", "agent", "parent_id")
+"""``RunFilter``'s fields a listing may filter on, each a column of ``ks_runs`` of the same name."""
+
+
+def list_runs(q: RunFilter) -> tuple[str, tuple[Any, ...]]:
+    """The statement and values of a run listing.
+
+    A session's runs are few: they are found by the session's index, then sorted. A member's listing
+    also tests the owner, and SQLite, without statistics, would rather walk the owner's index in
+    ``seq`` order (every run of that member) to skip the sort; ``owner || ''`` keeps that index out of
+    a session's listing (PostgreSQL plans by its statistics either way)."""
+    present = tuple(name for name in RUN_FILTERS if getattr(q, name) is not None)
+    values = tuple(getattr(q, name) for name in present)
+    by_session = q.session_id is not None
+    tests = tuple("owner || '' = ?" if name == "owner" and by_session else f"{name} = ?" for name in present)
+    return paged("ks_runs", RUN_COLUMNS, tests, q.desc), (q.env, seq_bound(q.after, q.desc), *values, q.limit)
+
+
 DECIDE = (
     f"UPDATE ks_runs SET status = 'queued', decision = ?, updated_at = ? "
     f"WHERE env = ? AND id = ? AND status = 'held' RETURNING {RUN_COLUMNS}"

@@ -104,11 +104,15 @@ class SqlitePlatform(PlatformFacet):
         return None if row is None else sql.session_from_row(row)
 
     async def list_sessions(
-        self, env: str, owner: str | None, user: str | None, after: int, limit: int
+        self, env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool = False
     ) -> list[StoredSession]:
-        params = (env, after, owner, owner, user, user, limit)
-        rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
+        query, params = sql.list_sessions(env, owner, user, after, limit, desc)
+        rows = await self._read(lambda c: c.execute(query, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
+
+    async def session_agents(self, env: str, session_id: str) -> list[str]:
+        rows = await self._read(lambda c: c.execute(sql.SESSION_AGENTS, (env, session_id)).fetchall())
+        return [row[0] for row in rows]
 
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
@@ -128,9 +132,8 @@ class SqlitePlatform(PlatformFacet):
         return None if row is None else sql.run_from_row(row)
 
     async def list_runs(self, query: RunFilter) -> list[StoredRun]:
-        q = query
-        params = (q.env, q.after, q.owner, q.owner, q.session_id, q.session_id, q.status, q.status, q.limit)
-        rows = await self._read(lambda c: c.execute(sql.LIST_RUNS, params).fetchall())
+        statement, params = sql.list_runs(query)
+        rows = await self._read(lambda c: c.execute(statement, params).fetchall())
         return [sql.run_from_row(row) for row in rows]
 
     async def decide(
