@@ -21,11 +21,12 @@ import redis
 import keepstate
 from keepstate import patch
 from keepstate.errors import KeepstateError, TooLarge
-from keepstate.stores import open_database
+from keepstate.stores import numbers, open_database
 from keepstate.stores.base import StateFacet
 from keepstate.stores.faces import InlineAsync
 from keepstate.stores.memory.state import MemoryState
 from keepstate.stores.records import BatchOp, Entry, ListPage, StateRecord
+from keepstate.stores.redis import state_lua as lua
 from keepstate.stores.redis.db import split_prefix
 from keepstate.stores.redis.state import DROP_BATCH, RedisState, lex_bounds
 from keepstate.values import MAX_VALUE_BYTES
@@ -485,3 +486,40 @@ def test_patches_from_three_processes_all_land(redis_url: str) -> None:
         entry = store.state.get(NS, "doc")
     assert entry is not None and entry.version == 90
     assert orjson.loads(entry.data) == {f"w{w}-{i}": i for w in range(3) for i in range(30)}
+
+
+# ---------------------------------------------------------------- incr's arithmetic in Lua
+
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+EDGES = [INT_MIN, INT_MIN + 1, -(10**18), -(10**9) - 1, -(10**9), -(10**9) + 1, -999_999_999, -1, 0, 1,
+         999_999_999, 10**9, 10**9 + 1, 2**53 + 1, 10**18, INT_MAX - 1, INT_MAX]
+
+
+def test_lua_addition_is_exact_across_signed_64_bit(raw: tuple[redis.Redis, str]) -> None:
+    """``add`` in halves against Python's integers: edges of the halves and of 64 bits, both signs,
+    random numbers of every length; overflow exactly where the sum leaves signed 64-bit."""
+    client, _ = raw
+    adder = client.register_script(lua.ADD + "local s, why = add(ARGV[1], ARGV[2])\nreturn {s or false, why or false}")
+    rng = random.Random(7)
+    terms = EDGES + [rng.choice([-1, 1]) * rng.randrange(10 ** rng.randrange(1, 20)) for _ in range(120)]
+    terms = [n for n in terms if INT_MIN <= n <= INT_MAX]
+    pairs = [(a, b) for a in terms for b in rng.sample(terms, 25)] + [(a, b) for a in EDGES for b in EDGES]
+    pipe = client.pipeline(transaction=False)
+    for a, b in pairs:
+        adder(keys=[], args=[str(a), str(b)], client=pipe)
+    for (a, b), (total, why) in zip(pairs, pipe.execute(), strict=True):
+        if INT_MIN <= a + b <= INT_MAX:
+            assert (total, why) == (str(a + b).encode(), None), (a, b)
+        else:
+            assert (total, why) == (None, b"overflow"), (a, b)
+
+
+@pytest.mark.parametrize(("text", "integer"), [
+    ("0", True), ("-7", True), ("9223372036854775807", True), ("-0", True), ("01", False), ("1.0", False),
+    ("1e3", False), ('"7"', False), ("", False), ("-", False), ("true", False), ("[1]", False), ("1" * 21, False),
+])
+def test_lua_takes_the_integers_the_reference_takes(raw: tuple[redis.Redis, str], text: str, integer: bool) -> None:
+    client, _ = raw
+    check = client.register_script(lua.ADD + "if integer(ARGV[1]) then return 1 end return 0")
+    assert check(keys=[], args=[text]) == int(integer)
+    assert (numbers._INTEGER.fullmatch(text.encode()) is not None and len(text) <= 20) == integer

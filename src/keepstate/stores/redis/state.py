@@ -13,14 +13,14 @@ Layout, every name starting with the URL's prefix ``P``; a key's names carry the
 - ``P{ns}:keys`` — a sorted set of the keys that are not tombstones, all at score 0, so ``keys()``
   pages them in byte order with ZRANGEBYLEX (skipping expired ones not yet swept);
 - ``Pexpiry`` — one sorted set of every key with an expiry (member: its hash's name, score: when it
-  expires), so ``sweep`` finds expired keys without a scan; ``Pscratch`` — the engine's scratch hash.
+  expires), so ``sweep`` finds expired keys without a scan.
 
 Every write (a single call or a batch of up to 100) is one run of the engine script
 (``state_lua.WRITE``), which checks every op before it writes anything. A batch spans namespaces and
 every write may touch the one expiry set, so this facet needs **one Redis server** (a primary with
 replicas, not Redis Cluster, whose scripts may not cross hash slots).
 
-A value stored by ``put`` that is a JSON list stays one string (a GET is one HMGET) and becomes a
+A value stored by ``put`` that is a JSON list stays one string (its GET is one HMGET) and becomes a
 Redis list on its first append, trim or pop: Python splits it and a script swaps it in only if the
 version is still the one read; ``tail``/``items`` of such a value parse it whole (at most 1 MiB).
 Lists written before offsets existed get them on their first append or trim, inside the script.
@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import KeepstateError, NotAList, NotAnInteger, VersionConflict
-from ...values import MAX_VALUE_BYTES
 from ..base import StateFacet
 from ..lists import check_append, split_list
 from ..numbers import add_checked
@@ -50,6 +49,8 @@ ROUNDS = 1000
 """Runs of the engine one call may take: one more per patch of a batch, and a retry whenever another
 writer changed a patched key or a stored list had to be split first."""
 LIST_OPS = ("append", "trim")
+VALUE_OPS = ("incr", "patch")
+"""Ops that read a value's bytes: the engine reads them with the key's header, in one HMGET."""
 
 
 # ---------------------------------------------------------------- key naming (pure)
@@ -60,7 +61,6 @@ class Names:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.expiry = prefix + "expiry"
-        self.scratch = prefix + "scratch"
 
     def base(self, ns: str, part: str) -> str:
         return f"{self.prefix}{{{ns}}}:{part}:"
@@ -281,14 +281,17 @@ class RedisState(StateFacet):
     def _encode(self, ops: Sequence[BatchOp], patched: dict[int, Patched]) -> tuple[list[str], list[Any], list[Any]]:
         """The engine's KEYS and ARGV for ``ops``, and the (ns, key) of each key group."""
         groups: dict[tuple[str, str], int] = {}
-        keys = [self.names.expiry, self.names.scratch]
-        args: list[Any] = [MAX_VALUE_BYTES, len(ops)]
+        wanted = {(op.ns, op.key) for op in ops if op.op in VALUE_OPS}
+        keys, args = [self.names.expiry], []
         for index, op in enumerate(ops):
-            if (op.ns, op.key) not in groups:
-                groups[(op.ns, op.key)] = len(groups) + 1
+            where = (op.ns, op.key)
+            if where not in groups:
+                groups[where] = len(groups) + 1
                 keys += self.names.of(op.ns, op.key)
             code, extra = _op_args(ops, index, patched.get(index))
-            args += [code, groups[(op.ns, op.key)], op.key, _arg(op.if_version), _arg(op.ttl_ms), len(extra), *extra]
+            want = "d" if where in wanted else ""
+            args += [f"{code} {groups[where]} {_arg(op.if_version)} {_arg(op.ttl_ms)} {len(extra)} {want}",
+                     op.key, *extra]
         return keys, args, list(groups)
 
     @staticmethod
@@ -319,8 +322,17 @@ class RedisState(StateFacet):
     # -- reads
 
     async def get(self, ns: str, key: str) -> Entry | None:
+        """One HMGET for a value without expiry (the usual case); the READ script, which judges expiry
+        by Redis's clock and joins a list's items, for the rest."""
+        names = self.names.of(ns, key)
         async with translate_errors():
-            return _entry(await self._read(keys=self.names.of(ns, key)[:2]))
+            found: list[Any] = await self.client.hmget(names[0], ["v", "k", "d", "e"])
+            version, kind, data, expires = found
+            if kind == b"v" and expires is None:
+                return Entry(data, int(version))
+            if kind not in (b"v", b"l"):
+                return None
+            return _entry(await self._read(keys=names[:2]))
 
     async def tail(self, ns: str, key: str, n: int) -> ListPage | None:
         return await self._list_part(ns, key, *((-n, -1) if n > 0 else window(0, 0)))

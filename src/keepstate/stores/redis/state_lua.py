@@ -1,18 +1,19 @@
 """The Lua of the Redis state facet: one engine script for every write, and the scripts that read.
 
 Kept apart from ``state.py`` (which names keys, encodes arguments and reads answers) because it is
-text the server runs, not Python. Every script judges expiry by Redis's own clock (``TIME``, once,
-at its start), so a key is absent for every call the moment it expires, whatever the sweep did.
+text the server runs, not Python. Expiry is judged by Redis's own clock (``TIME``, read once per run
+and only when a key has an expiry or a write sets one), so a key is absent for every call the moment
+it expires, whatever the sweep did.
 
 **The engine** (``WRITE``) runs a list of ops — one for a single call, up to a batch's 100 — in two
 phases, because Redis does not roll a script back: first every op is played on an in-script model
 of the keys it touches (what the key holds, its version, its expiry, which items of its Redis list
 stay, which are added), collecting answers, version conflicts and errors; only when every op holds
 does the second phase write each key's final state. A failed batch writes nothing but invisible
-layout changes (offsets built for an older list). Arithmetic never happens on Lua numbers where it
-must be exact: ``incr`` adds with ``HINCRBY`` on a scratch hash (exact 64-bit, refuses overflow and
-non-integers) and reads the field's string back. Versions, lengths, sizes and offsets stay far
-below 2^53, where Lua's doubles are exact.
+layout changes (offsets built for an older list). ``incr`` adds exactly without 64-bit numbers:
+``ADD`` works on 9-digit halves of the decimal strings, where Lua's doubles are exact, and refuses a
+sum outside signed 64-bit (checked against Python's integers by the tests). Versions, lengths, sizes
+and offsets stay far below 2^53.
 
 What the engine cannot do in Lua, it asks Python for and is run again:
 - ``convert``: a list stored whole by ``put`` must become a Redis list before an append, trim or
@@ -31,11 +32,17 @@ from an origin that a trim does not move), so that a trim learns the size of wha
 
 from __future__ import annotations
 
+from ...values import MAX_VALUE_BYTES
+
 _CLOCK = """
+-- Redis's clock in ms, read once per run and only when needed (a key with an expiry, a ttl).
 local NOW
-do
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function now()
+  if not NOW then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return NOW
 end
 """
 
@@ -76,27 +83,71 @@ end
 
 # ---------------------------------------------------------------- the engine
 
-_MODEL = """
-local MAX = tonumber(ARGV[1])
-local scratch_used = false
+ADD = """
+-- The canonical JSON integers (as numbers.py says) that incr takes.
+local function integer(text)
+  return #text <= 20 and (string.find(text, '^-?0$') or string.find(text, '^-?[1-9]%d*$')) ~= nil
+end
 
--- One key as the ops see it. kind: 'v', 'l' or nil (absent, deleted or expired). A list is the
+-- sign * (high * 1e9 + low) of a decimal integer, both parts carrying the sign.
+local function halves(text)
+  local sign, digits = 1, text
+  if string.sub(text, 1, 1) == '-' then sign, digits = -1, string.sub(text, 2) end
+  return sign * (tonumber(string.sub(digits, 1, -10)) or 0), sign * tonumber(string.sub(digits, -9))
+end
+
+-- a + b of two decimal integers, exactly: in 9-digit halves every sum stays far below 2^53, where
+-- Lua's doubles are exact. nil and 'overflow' when the result leaves signed 64-bit.
+local function add(a, b)
+  local ah, al = halves(a)
+  local bh, bl = halves(b)
+  local high, low = ah + bh, al + bl
+  -- carry, then give both halves the sign of the whole
+  if low >= 1e9 then high, low = high + 1, low - 1e9 elseif low <= -1e9 then high, low = high - 1, low + 1e9 end
+  if high > 0 and low < 0 then
+    high, low = high - 1, low + 1e9
+  elseif high < 0 and low > 0 then
+    high, low = high + 1, low - 1e9
+  end
+  local negative = high < 0 or low < 0
+  high, low = math.abs(high), math.abs(low)
+  local top = 854775807
+  if negative then top = 854775808 end
+  if high > 9223372036 or (high == 9223372036 and low > top) then return nil, 'overflow' end
+  local text = string.format('%d', low)
+  if high > 0 then text = string.format('%d%09d', high, low) end
+  if negative then return '-' .. text end
+  return text
+end
+"""
+"""``add(a, b)``: exact signed 64-bit addition of decimal strings (``tests/test_backend_redis.py``
+checks it against Python's integers)."""
+
+_MODEL = """
+local MAX = """ + str(MAX_VALUE_BYTES) + """
+
+-- One key as the ops see it. kind: 'v', 'l' or false (absent, deleted or expired). A list is the
 -- part of its Redis list that stays (rdrop items cut from the front, rend from the back, of rn)
 -- followed by the items this run adds (virt[vstart..], with their end offsets in voff).
-local function load(g, key)
-  local at = 2 + 4 * (g - 1)
-  local st = {h = KEYS[at + 1], items = KEYS[at + 2], offs = KEYS[at + 3], index = KEYS[at + 4], key = key}
-  local f = redis.call('HMGET', st.h, 'v', 'k', 's', 'n', 'b', 'e')
-  st.v, st.was, st.e = tonumber(f[1]) or 0, f[2], tonumber(f[6])
-  st.indexed, st.timed = f[2] == 'v' or f[2] == 'l', st.e ~= nil
-  if st.indexed and (st.e == nil or st.e > NOW) then st.kind = f[2] else st.e = nil end
-  if st.kind == 'l' then
-    st.n, st.s, st.b = tonumber(f[4]), tonumber(f[3]), tonumber(f[5])
-    st.real, st.rn, st.rdrop, st.rend = true, st.n, 0, 0
-  end
-  st.lazy = st.kind == 'v'
-  st.virt, st.voff, st.vstart = {}, {}, 1
-  return st
+-- want: 'd' when an op of the run needs a value's bytes (read with the rest, not on demand).
+-- The table is made whole by one constructor (no rehash as fields are added).
+local function load(g, key, want)
+  local at = 1 + 4 * (g - 1)
+  local h = KEYS[at + 1]
+  local f
+  if want == 'd' then f = redis.call('HMGET', h, 'v', 'k', 's', 'n', 'b', 'e', 'd') else
+    f = redis.call('HMGET', h, 'v', 'k', 's', 'n', 'b', 'e') end
+  local was, e = f[2], tonumber(f[6])
+  local indexed = was == 'v' or was == 'l'
+  local kind = false
+  if indexed and (e == nil or e > now()) then kind = was else e = nil end
+  local list = kind == 'l'
+  local n = list and tonumber(f[4]) or 0
+  return {h = h, items = KEYS[at + 2], offs = KEYS[at + 3], index = KEYS[at + 4], key = key,
+          v = tonumber(f[1]) or 0, was = was, e = e, indexed = indexed, timed = f[6] ~= false,
+          kind = kind, lazy = kind == 'v' and not f[7], data = f[7] or false, fresh = false, dirty = false,
+          n = n, s = list and tonumber(f[3]) or 2, b = list and tonumber(f[5]) or false,
+          real = list, rn = n, rdrop = 0, rend = 0, virt = list and {}, voff = list and {}, vstart = 1}
 end
 
 local function current(st)
@@ -123,7 +174,7 @@ end
 
 -- A write's expiry: ttl from now, else (keep) the live key's own, else none.
 local function expiry(st, ttl, keep)
-  if ttl ~= '' then return NOW + tonumber(ttl) end
+  if ttl ~= '' then return now() + tonumber(ttl) end
   if keep then return st.e end
   return nil
 end
@@ -134,7 +185,6 @@ end
 
 local function as_value(st, data)
   st.kind, st.data, st.lazy, st.real, st.fresh = 'v', data, false, false, true
-  st.virt, st.voff, st.vstart = {}, {}, 1
 end
 
 local function as_list(st)
@@ -145,7 +195,7 @@ end
 
 -- A Redis list written before offsets were kept gets them (a layout change, invisible).
 local function ready(st)
-  if st.b ~= nil then return end
+  if st.b then return end
   local items = redis.call('LRANGE', st.items, 0, -1)
   redis.call('DEL', st.offs)
   rpush(st.offs, offsets(items, 1, #items, 0), 1, #items, true)
@@ -202,19 +252,6 @@ local function drop_back(st)
   return item
 end
 
--- Exact 64-bit addition by Redis itself; nil and why ('overflow' or not an integer) when refused.
-local function add(number, by)
-  if #number > 20 or not string.find(number, '^-?%d+$') then return nil end
-  scratch_used = true
-  redis.call('HSET', KEYS[2], 'n', number)
-  local sum = redis.pcall('HINCRBY', KEYS[2], 'n', by)
-  if type(sum) == 'table' and sum.err then
-    if string.find(sum.err, 'overflow') then return nil, 'overflow' end
-    return nil
-  end
-  return redis.call('HGET', KEYS[2], 'n')
-end
-
 -- nil when st may take list ops; else the reply: not a list, or a stored list Python must split.
 local function refused(st, op, i)
   if st.kind ~= 'v' then return nil end
@@ -243,8 +280,8 @@ function OPS.putl(st, op)  -- a put of a list that later ops of the run append t
 end
 
 function OPS.delete(st, op)
-  local live = st.kind ~= nil
-  st.kind, st.e, st.data, st.lazy, st.real = nil, nil, nil, false, false
+  local live = st.kind
+  st.kind, st.e, st.data, st.lazy, st.real = false, nil, false, false, false
   st.dirty = st.dirty or st.indexed
   if live then return 1 end
   return 0
@@ -290,9 +327,9 @@ function OPS.incr(st, op, i)
   if st.kind == 'l' then return nil, {'error', i, 'not_an_integer'} end
   local from = '0'
   if st.kind then from = value(st) end
-  local total, why = add(from, ARGV[op.a])
-  if why then return nil, {'error', i, why, from} end
-  if not total then return nil, {'error', i, 'not_an_integer'} end
+  if not integer(from) then return nil, {'error', i, 'not_an_integer'} end
+  local total = add(from, ARGV[op.a])
+  if not total then return nil, {'error', i, 'overflow', from} end
   local e = expiry(st, op.ttl, true)
   as_value(st, total)
   written(st, e)
@@ -333,8 +370,11 @@ local function apply(st)
     end
     rpush(st.items, st.virt, st.vstart, #st.virt)
     rpush(st.offs, st.voff, st.vstart, #st.voff, true)
-    redis.call('HSET', st.h, 'v', v, 'k', 'l', 's', string.format('%d', st.s), 'n', string.format('%d', st.n))
-    if st.b then redis.call('HSET', st.h, 'b', string.format('%d', st.b)) end
+    if st.b then
+      redis.call('HSET', st.h, 'v', v, 'k', 'l', 's', st.s, 'n', st.n, 'b', string.format('%d', st.b))
+    else  -- a list written before offsets, popped: it stays without them
+      redis.call('HSET', st.h, 'v', v, 'k', 'l', 's', st.s, 'n', st.n)
+    end
     if st.was == 'v' then redis.call('HDEL', st.h, 'd') end
   elseif st.kind == 'v' then
     redis.call('HSET', st.h, 'v', v, 'k', 'v', 'd', st.data)
@@ -359,23 +399,20 @@ end
 """
 
 _RUN = """
-local ops, at = {}, 3
-for i = 1, tonumber(ARGV[2]) do
-  local op = {code = ARGV[at], g = tonumber(ARGV[at + 1]), key = ARGV[at + 2], iv = ARGV[at + 3],
-              ttl = ARGV[at + 4], c = tonumber(ARGV[at + 5]), a = at + 6}
-  ops[i], at = op, op.a + op.c
-end
-
-local function finish(reply)
-  if scratch_used then redis.call('DEL', KEYS[2]) end
-  return reply
+-- ARGV, per op: 'code group if_version ttl argc want' (if_version and ttl '' for none), key, args.
+local ops, at = {}, 1
+while at <= #ARGV do
+  local code, g, iv, ttl, c, want = string.match(ARGV[at], '^(%a+) (%d+) (%d*) (%d*) (%d+) (%a?)$')
+  local op = {code = code, g = tonumber(g), iv = iv, ttl = ttl, c = tonumber(c), want = want,
+              key = ARGV[at + 1], a = at + 2}
+  ops[#ops + 1], at = op, op.a + op.c
 end
 
 local states, results, conflicts = {}, {}, {}
 for i, op in ipairs(ops) do
   local st = states[op.g]
   if not st then
-    st = load(op.g, op.key)
+    st = load(op.g, op.key, op.want)
     states[op.g] = st
   end
   if op.iv ~= '' and tonumber(op.iv) ~= current(st) then
@@ -383,18 +420,19 @@ for i, op in ipairs(ops) do
     conflicts[#conflicts + 1] = current(st)
   else
     local result, signal = OPS[op.code](st, op, i - 1)
-    if signal then return finish(signal) end
+    if signal then return signal end
     results[i] = result
   end
 end
-if #conflicts > 0 then return finish({'conflict', unpack(conflicts)}) end
+if #conflicts > 0 then return {'conflict', unpack(conflicts)} end
 for _, st in pairs(states) do apply(st) end
-return finish({'ok', unpack(results)})
+return {'ok', unpack(results)}
 """
 
-WRITE = _CLOCK + _HELPERS + _MODEL + _OPS + _APPLY + _RUN
-"""KEYS: expiry set, scratch hash, then per key: header, items, offsets, index. ARGV: list limit, op count,
-then per op: code, key group (1-based), key, if_version ('' none), ttl ms ('' none), argc, args.
+WRITE = _CLOCK + _HELPERS + ADD + _MODEL + _OPS + _APPLY + _RUN
+"""KEYS: expiry set, then per key: header, items, offsets, index. ARGV: per op, its header
+``'code group if_version ttl argc want'`` (key group from 1; ``''`` for no if_version or ttl; want ``d``
+when the run needs the value's bytes), its key, its argc args.
 Answers ``{'ok', result...}``, ``{'conflict', index, current...}``, ``{'error', index, code, detail}``,
 ``{'need', index, value}``, ``{'stale', index}`` or ``{'convert', group}`` (indexes from 0)."""
 
@@ -417,7 +455,7 @@ _LIVE = """
 -- version, kind and fields of a key's hash, kind nil when absent, deleted or expired.
 local function live(header, ...)
   local f = redis.call('HMGET', header, 'v', 'k', 'e', ...)
-  if f[2] == 'd' or (f[3] and tonumber(f[3]) <= NOW) then return tonumber(f[1]), nil, f end
+  if f[2] == 'd' or (f[3] and tonumber(f[3]) <= now()) then return tonumber(f[1]), nil, f end
   return tonumber(f[1]), f[2], f
 end
 """
@@ -450,7 +488,7 @@ while true do
   local names = redis.call('ZRANGEBYLEX', KEYS[1], low, ARGV[2], 'LIMIT', 0, limit)
   for _, name in ipairs(names) do
     local f = redis.call('HMGET', ARGV[4] .. name, 'v', 'k', 'e')
-    if f[1] and f[2] ~= 'd' and (not f[3] or tonumber(f[3]) > NOW) then
+    if f[1] and f[2] ~= 'd' and (not f[3] or tonumber(f[3]) > now()) then
       out[#out + 1] = name
       out[#out + 1] = f[1]
       if #out == 2 * limit then return out end
@@ -466,7 +504,7 @@ expired ones the sweep has not reached (the index holds every key that is not a 
 # ---------------------------------------------------------------- whole-store and namespace work
 
 EXPIRED = _CLOCK + """
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
 """
 """KEYS: expiry set. ARGV: limit. The header names of up to ``limit`` keys expired by now."""
 
@@ -477,7 +515,7 @@ for i = 1, #ARGV do
   local header = KEYS[at + 1]
   local f = redis.call('HMGET', header, 'k', 'e')
   local e = tonumber(f[2])
-  if e and e <= NOW and (f[1] == 'v' or f[1] == 'l') then
+  if e and e <= now() and (f[1] == 'v' or f[1] == 'l') then
     bury(KEYS[1], header, KEYS[at + 2], KEYS[at + 3], KEYS[at + 4], ARGV[i])
     count = count + 1
   elseif e and f[1] ~= 'd' then
