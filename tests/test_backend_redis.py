@@ -146,6 +146,18 @@ async def test_the_client_never_resends_a_command(backend: RedisState) -> None:
 
 # ---------------------------------------------------------------- several real processes
 
+def _race(target: Any, url: str, times: int, writers: int = 3) -> None:
+    """Run ``target(url, writer, times, go)`` in ``writers`` processes started together; all must succeed."""
+    go = _spawn.Event()
+    procs = [_spawn.Process(target=target, args=(url, writer, times, go)) for writer in range(writers)]
+    for proc in procs:
+        proc.start()
+    go.set()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+
+
 def _convert_racer(url: str, writer: int, times: int, go: Any) -> None:
     with keepstate.open(url) as store:
         go.wait(30)
@@ -156,14 +168,7 @@ def _convert_racer(url: str, writer: int, times: int, go: Any) -> None:
 def test_appends_racing_the_conversion_of_a_put_list_all_land(redis_url: str) -> None:
     with keepstate.open(redis_url) as store:
         store.state.put(NS, "log", b'["seed",["s",1]]')
-    go = _spawn.Event()
-    procs = [_spawn.Process(target=_convert_racer, args=(redis_url, writer, 40, go)) for writer in range(3)]
-    for proc in procs:
-        proc.start()
-    go.set()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0
+    _race(_convert_racer, redis_url, 40)
     with keepstate.open(redis_url) as store:
         entry = store.state.get(NS, "log")
     assert entry is not None and entry.version == 121
@@ -474,14 +479,7 @@ def _patcher_process(url: str, writer: int, times: int, go: Any) -> None:
 
 
 def test_patches_from_three_processes_all_land(redis_url: str) -> None:
-    go = _spawn.Event()
-    procs = [_spawn.Process(target=_patcher_process, args=(redis_url, writer, 30, go)) for writer in range(3)]
-    for proc in procs:
-        proc.start()
-    go.set()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0
+    _race(_patcher_process, redis_url, 30)
     with keepstate.open(redis_url) as store:
         entry = store.state.get(NS, "doc")
     assert entry is not None and entry.version == 90
