@@ -1,30 +1,43 @@
-"""The state facet on Redis: every guarded write one Lua script, so each key changes atomically.
+"""The state facet on Redis: every write one run of one Lua script, so keys change atomically.
 
-Layout, every name starting with the URL's prefix ``P`` and carrying the hash tag ``{ns}`` so one
-namespace lives in one cluster slot (the scripts may then name its keys freely):
-- ``P{ns}:h:KEY`` — a hash per key: ``v`` version, ``k`` kind (``v`` value, ``l`` appended list,
-  ``d`` tombstone keeping the last version, so versions never repeat), ``d`` the canonical JSON bytes
-  of a value, ``s``/``n`` a list's size in bytes and length;
-- ``P{ns}:l:KEY`` — an appended list's items, one Redis LIST element of item JSON each: an append is
-  an RPUSH (its cost does not grow with the list), a read joins them inside a script;
-- ``P{ns}:keys`` — a sorted set of the live keys, all at score 0, so ``keys()`` pages them in byte
-  order with ZRANGEBYLEX; the scripts keep it in step with the hashes.
+Layout, every name starting with the URL's prefix ``P``; a key's names carry the hash tag ``{ns}``:
+- ``P{ns}:h:KEY`` — a hash per key: ``v`` version, ``k`` kind (``v`` value, ``l`` list kept as a
+  Redis list, ``d`` tombstone keeping the last version, so versions never repeat), ``d`` a value's
+  canonical JSON bytes, ``s``/``n``/``b`` a list's size in bytes, length and base offset, ``e`` the
+  expiry (ms since the epoch, by Redis's clock);
+- ``P{ns}:l:KEY`` — a list's items, one Redis list element of item JSON each: an append is an RPUSH,
+  ``tail``/``items`` an LRANGE, ``pop`` removes the last, ``trim`` an LTRIM; none of them costs the
+  list's length (Redis keeps a list in nodes of a few KiB and skips whole nodes);
+- ``P{ns}:o:KEY`` — the items' end offsets, parallel to the items, so that a trim knows the size of
+  what stays from one element at the cut (``state_lua`` says how);
+- ``P{ns}:keys`` — a sorted set of the keys that are not tombstones, all at score 0, so ``keys()``
+  pages them in byte order with ZRANGEBYLEX (skipping expired ones not yet swept);
+- ``Pexpiry`` — one sorted set of every key with an expiry (member: its hash's name, score: when it
+  expires), so ``sweep`` finds expired keys without a scan.
 
-A value stored by ``put`` that is a JSON list becomes a Redis LIST on its first append: Python splits
-it and a script swaps it in only if the version is still the one read (a compare-and-set, so a
-concurrent write is never lost); the swap keeps the version and the value, only the layout changes.
+Every write (a single call or a batch of up to 100) is one run of the engine script
+(``state_lua.WRITE``), which checks every op before it writes anything. A batch spans namespaces and
+every write may touch the one expiry set, so this facet needs **one Redis server** (a primary with
+replicas, not Redis Cluster, whose scripts may not cross hash slots).
+
+A value stored by ``put`` that is a JSON list stays one string (its GET is one HMGET) and becomes a
+Redis list on its first append, trim or pop: Python splits it and a script swaps it in only if the
+version is still the one read; ``tail``/``items`` of such a value parse it whole (at most 1 MiB).
+Lists written before offsets existed get them on their first append or trim, inside the script.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import NotAList, TooLarge, VersionConflict
-from ...values import MAX_VALUE_BYTES
+from ...errors import KeepstateError, NotAList, NotAnInteger, VersionConflict
 from ..base import StateFacet
-from ..lists import split_list
-from ..records import Entry, StateRecord, prefix_end
+from ..lists import check_append, split_list
+from ..numbers import add_checked
+from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end
+from . import state_lua as lua
 from .db import translate_errors
 
 if TYPE_CHECKING:
@@ -32,132 +45,12 @@ if TYPE_CHECKING:
 
 DROP_BATCH = 500
 EXPORT_BATCH = 500
-CONVERT_TRIES = 50
-
-# ---------------------------------------------------------------- Lua text
-
-_PUSH = """
-local function push(list, from)
-  for i = from, #ARGV, 1000 do
-    redis.call('RPUSH', list, unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
-end
-"""
-
-_GUARD = """
--- The header of KEYS[1] (HMGET v, k), its kind, its current version (0 when absent or deleted),
--- and whether if_version ('' for none) holds: the check that PUT and DELETE share.
-local function guard(if_version)
-  local h = redis.call('HMGET', KEYS[1], 'v', 'k')
-  local kind = h[2] or 'd'
-  local current = 0
-  if kind ~= 'd' then current = tonumber(h[1]) end
-  return h, kind, current, if_version == '' or tonumber(if_version) == current
-end
-"""
-
-# KEYS: header, list, index. ARGV: key, data, if_version ('' for none). Returns {ok, version}.
-PUT = _GUARD + """
-local h, kind, current, holds = guard(ARGV[3])
-if not holds then return {0, current} end
-if kind == 'l' then redis.call('DEL', KEYS[2]); redis.call('HDEL', KEYS[1], 's', 'n') end
-if kind == 'd' then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
-local version = (tonumber(h[1]) or 0) + 1
-redis.call('HSET', KEYS[1], 'v', string.format('%d', version), 'k', 'v', 'd', ARGV[2])
-return {1, version}
-"""
-
-# KEYS: header, list, index. ARGV: key, max bytes, payload bytes (items + commas), item... .
-# Returns {version, length}, or {-2} for a stored value (convert or NotAList), {-3, size} when too large.
-APPEND = _PUSH + """
-local h = redis.call('HMGET', KEYS[1], 'k', 's', 'n', 'v')
-local kind = h[1] or 'd'
-if kind == 'v' then return {-2} end
-local count = #ARGV - 3
-local length = 0
-local size = 2
-if kind == 'l' then length = tonumber(h[3]); size = tonumber(h[2]) end
-if count > 0 then
-  if length > 0 then size = size + 1 + tonumber(ARGV[3]) else size = 2 + tonumber(ARGV[3]) end
-end
-if size > tonumber(ARGV[2]) then return {-3, size} end
-if kind == 'd' then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
-push(KEYS[2], 4)
-local version = (tonumber(h[4]) or 0) + 1
-redis.call('HSET', KEYS[1], 'v', string.format('%d', version), 'k', 'l', 's', size, 'n', length + count)
-return {version, length + count}
-"""
-
-# KEYS: header, list. ARGV: version read, size, item... . Swaps a stored list value for a LIST if unchanged.
-CONVERT = _PUSH + """
-local h = redis.call('HMGET', KEYS[1], 'v', 'k')
-if h[2] ~= 'v' or tonumber(h[1]) ~= tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[2])
-push(KEYS[2], 3)
-redis.call('HSET', KEYS[1], 'k', 'l', 's', ARGV[2], 'n', #ARGV - 2)
-redis.call('HDEL', KEYS[1], 'd')
-return 1
-"""
-
-# KEYS: header, list, index. ARGV: key, if_version ('' for none). Returns {ok, deleted or current version}.
-DELETE = _GUARD + """
-local h, kind, current, holds = guard(ARGV[2])
-if not holds then return {0, current} end
-if kind == 'd' then return {1, 0} end
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'k', 'd')
-redis.call('HDEL', KEYS[1], 'd', 's', 'n')
-redis.call('ZREM', KEYS[3], ARGV[1])
-return {1, 1}
-"""
-
-# KEYS: header, list. Returns {version, kind, data}: a list joined into its JSON; no data for a tombstone.
-READ = """
-local h = redis.call('HMGET', KEYS[1], 'v', 'k', 'd')
-if not h[2] then return {} end
-if h[2] == 'l' then
-  return {tonumber(h[1]), 'l', '[' .. table.concat(redis.call('LRANGE', KEYS[2], 0, -1), ',') .. ']'}
-end
-if h[2] == 'v' then return {tonumber(h[1]), 'v', h[3]} end
-return {tonumber(h[1]), 'd'}
-"""
-
-# KEYS: index. ARGV: min, max, limit, header name base. Returns key, version, key, version, ...
-KEYS_PAGE = """
-local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
-for _, name in ipairs(names) do
-  out[#out + 1] = name
-  out[#out + 1] = redis.call('HGET', ARGV[4] .. name, 'v')
-end
-return out
-"""
-
-# KEYS: index. ARGV: header name base, list name base, batch. Tombstones one batch of live keys.
-DROP = """
-local names = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
-for _, name in ipairs(names) do
-  redis.call('HSET', ARGV[1] .. name, 'k', 'd')
-  redis.call('HDEL', ARGV[1] .. name, 'd', 's', 'n')
-  redis.call('DEL', ARGV[2] .. name)
-end
-if #names > 0 then redis.call('ZREM', KEYS[1], unpack(names)) end
-return #names
-"""
-
-# KEYS: header, list, index. ARGV: key, version, kind ('v' or 'd'), data. Writes a record as exported.
-RESTORE = """
-redis.call('DEL', KEYS[2])
-redis.call('HDEL', KEYS[1], 'd', 's', 'n')
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'k', ARGV[3])
-if ARGV[3] == 'v' then
-  redis.call('HSET', KEYS[1], 'd', ARGV[4])
-  redis.call('ZADD', KEYS[3], 0, ARGV[1])
-else
-  redis.call('ZREM', KEYS[3], ARGV[1])
-end
-return 1
-"""
+ROUNDS = 1000
+"""Runs of the engine one call may take: one more per patch of a batch, and a retry whenever another
+writer changed a patched key or a stored list had to be split first."""
+LIST_OPS = ("append", "trim")
+VALUE_OPS = ("incr", "patch")
+"""Ops that read a value's bytes: the engine reads them with the key's header, in one HMGET."""
 
 
 # ---------------------------------------------------------------- key naming (pure)
@@ -167,13 +60,14 @@ class Names:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self.expiry = prefix + "expiry"
 
     def base(self, ns: str, part: str) -> str:
         return f"{self.prefix}{{{ns}}}:{part}:"
 
     def of(self, ns: str, key: str) -> list[str]:
-        """header, list and index names of one key, the KEYS of most scripts."""
-        return [self.base(ns, "h") + key, self.base(ns, "l") + key, self.index(ns)]
+        """The header, items, offsets and index names of one key, as the scripts take them."""
+        return [self.base(ns, "h") + key, self.base(ns, "l") + key, self.base(ns, "o") + key, self.index(ns)]
 
     def index(self, ns: str) -> str:
         return f"{self.prefix}{{{ns}}}:keys"
@@ -195,9 +89,111 @@ def lex_bounds(prefix: str, after: str) -> tuple[str, str]:
     return low, ("(" + prefix_end(prefix) if prefix else "+")
 
 
-def _arg(if_version: int | None) -> str | int:
-    return "" if if_version is None else if_version
+def window(start: int, limit: int) -> tuple[int, int]:
+    """LRANGE bounds of items ``start`` … ``start + limit - 1`` (an empty range for no items)."""
+    return (start, start + limit - 1) if limit > 0 else (1, 0)
 
+
+def _arg(number: int | None) -> str | int:
+    return "" if number is None else number
+
+
+# ---------------------------------------------------------------- the engine's ops (pure)
+
+Patched = tuple[str, bytes]
+"""A patch computed in Python: the SHA-1 of the value it was computed from ('' for absent), the result."""
+
+
+def _listed_later(ops: Sequence[BatchOp], index: int) -> bool:
+    """Does a later op append to or trim this op's key? (Then a list it writes goes in as items.)"""
+    op = ops[index]
+    return any(o.op in LIST_OPS and (o.ns, o.key) == (op.ns, op.key) for o in ops[index + 1:])
+
+
+def _op_args(ops: Sequence[BatchOp], index: int, patched: Patched | None) -> tuple[str, list[Any]]:
+    """The engine's code and arguments of one op."""
+    op = ops[index]
+    if op.op == "put":
+        if op.data.startswith(b"[") and _listed_later(ops, index):
+            return "putl", split_list(op.data)
+        return "put", [op.data]
+    if op.op == "append":
+        return "append", list(op.items)
+    if op.op == "incr":
+        return "incr", [str(op.by)]
+    if op.op == "trim":
+        return "trim", [str(op.keep_last)]
+    if op.op == "patch" and patched is not None:
+        sha, data = patched
+        if data.startswith(b"[") and _listed_later(ops, index):
+            return "patch", [sha, "l", *split_list(data)]
+        return "patch", [sha, "v", data]
+    return op.op, []  # delete, pop, a patch still to compute
+
+
+def _answer(op: BatchOp, reply: Any, patched: Patched | None) -> Any:
+    """One op's answer, as the facet's method of that op returns it."""
+    if op.op == "put":
+        return int(reply)
+    if op.op == "delete":
+        return bool(reply)
+    if op.op == "incr":
+        return int(reply[0]), int(reply[1])
+    if op.op == "patch":
+        assert patched is not None
+        return patched[1], int(reply)
+    if op.op == "pop":
+        return None if reply is None else (reply[0], int(reply[1]), int(reply[2]))
+    return int(reply[0]), int(reply[1])  # append, trim
+
+
+def _refuse(op: BatchOp, code: bytes, detail: Any) -> None:
+    """Raise the error the engine reported for ``op``, worded as the memory reference words it."""
+    if code == b"not_a_list":
+        raise NotAList(f"{op.key!r} holds a value that is not a list")
+    if code == b"too_large":
+        check_append(int(detail))
+    if code == b"overflow":
+        add_checked(int(detail), op.by)
+    if code == b"not_an_integer":
+        raise NotAnInteger("incr needs an integer value, and this key holds something else")
+    raise AssertionError(f"the engine refused {op.op} with {code!r} ({detail!r})")
+
+
+def _located(error: KeepstateError, index: int | None) -> KeepstateError:
+    """A batch's error names the op that caused it; a single call's stays as it is."""
+    if index is None:
+        return error
+    return type(error)(error.message, **{**error.details, "index": index})
+
+
+def _conflict(ops: Sequence[BatchOp], flat: list[Any], batch: bool) -> VersionConflict:
+    found = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    if not batch:
+        return VersionConflict(current_version=found[0][1])
+    conflicts = [{"index": index, "ns": ops[index].ns, "key": ops[index].key, "current_version": current}
+                 for index, current in found]
+    return VersionConflict(current_version=found[0][1], conflicts=conflicts)
+
+
+def _sha(data: bytes | None) -> str:
+    return "" if data is None else hashlib.sha1(data).hexdigest()
+
+
+def _entry(found: list[Any]) -> Entry | None:
+    if len(found) < 4:
+        return None
+    return Entry(found[2], int(found[0]), int(found[3]) if found[3] else None)
+
+
+def _record(ns: str, key: str, found: list[Any]) -> StateRecord:
+    entry = _entry(found)
+    if entry is None:
+        return StateRecord(ns, key, int(found[0]), None)
+    return StateRecord(ns, key, entry.version, entry.data, entry.expires_at)
+
+
+# ---------------------------------------------------------------- the facet
 
 class RedisState(StateFacet):
     """The state facet on one Redis (its keys under the URL's prefix)."""
@@ -205,65 +201,157 @@ class RedisState(StateFacet):
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
         self.names = Names(prefix)
-        self._put = client.register_script(PUT)
-        self._append = client.register_script(APPEND)
-        self._convert = client.register_script(CONVERT)
-        self._delete = client.register_script(DELETE)
-        self._read = client.register_script(READ)
-        self._keys = client.register_script(KEYS_PAGE)
-        self._drop = client.register_script(DROP)
-        self._restore = client.register_script(RESTORE)
+        self._write = client.register_script(lua.WRITE)
+        self._convert = client.register_script(lua.CONVERT)
+        self._read = client.register_script(lua.READ)
+        self._part = client.register_script(lua.PART)
+        self._keys = client.register_script(lua.KEYS_PAGE)
+        self._expired = client.register_script(lua.EXPIRED)
+        self._sweep = client.register_script(lua.SWEEP)
+        self._drop = client.register_script(lua.DROP)
+        self._restore = client.register_script(lua.RESTORE)
 
-    async def get(self, ns: str, key: str) -> Entry | None:
-        header = self.names.base(ns, "h") + key
-        async with translate_errors():
-            version, kind, data = await self._header(header)
-            if kind == b"v":
-                return Entry(data, int(version))
-            if kind != b"l":
-                return None
-            found = await self._read(keys=self.names.of(ns, key)[:2])
-        return Entry(found[2], int(found[0])) if found and found[1] != b"d" else None
+    # -- writes: each one run of the engine
 
-    async def _header(self, name: str) -> list[Any]:
-        """version, kind and value of one key's hash (each None when absent)."""
-        found: list[Any] = await self.client.hmget(name, ["v", "k", "d"])
-        return found
-
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None) -> int:
-        async with translate_errors():
-            ok, version = await self._put(keys=self.names.of(ns, key), args=[key, data, _arg(if_version)])
-        if not ok:
-            raise VersionConflict(current_version=int(version))
-        return int(version)
+    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
+                  ttl_ms: int | None = None) -> int:
+        return int(await self._one(BatchOp("put", ns, key, data=data, if_version=if_version, ttl_ms=ttl_ms)))
 
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        async with translate_errors():
-            ok, deleted = await self._delete(keys=self.names.of(ns, key), args=[key, _arg(if_version)])
-        if not ok:
-            raise VersionConflict(current_version=int(deleted))
-        return bool(deleted)
+        return bool(await self._one(BatchOp("delete", ns, key, if_version=if_version)))
 
-    async def append(self, ns: str, key: str, items: Sequence[bytes]) -> tuple[int, int]:
-        args: list[Any] = [key, MAX_VALUE_BYTES, sum(map(len, items)) + max(len(items) - 1, 0), *items]
-        names = self.names.of(ns, key)
-        async with translate_errors():
-            for _ in range(CONVERT_TRIES):
-                result = await self._append(keys=names, args=args)
-                if result[0] >= 0:
-                    return int(result[0]), int(result[1])
-                if result[0] == -3:
-                    raise TooLarge(f"the list would be {result[1]} bytes, over {MAX_VALUE_BYTES}; nothing was added")
-                await self._to_list(names)
-        raise VersionConflict(f"{key!r} kept changing while its stored list was converted for appending")
+    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+        result: tuple[int, int] = await self._one(BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms))
+        return result
+
+    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
+                   ttl_ms: int | None = None) -> tuple[int, int]:
+        op = BatchOp("trim", ns, key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
+        result: tuple[int, int] = await self._one(op)
+        return result
+
+    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        result: tuple[bytes, int, int] | None = await self._one(BatchOp("pop", ns, key, if_version=if_version))
+        return result
+
+    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
+                   ttl_ms: int | None = None) -> tuple[int, int]:
+        result: tuple[int, int] = await self._one(BatchOp("incr", ns, key, by=by, if_version=if_version,
+                                                          ttl_ms=ttl_ms))
+        return result
+
+    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
+                     ttl_ms: int | None = None) -> tuple[bytes, int]:
+        """A compare-and-set loop: the engine reports the value, Python patches it, the engine writes
+        the result only if the key still holds exactly that value (else: again)."""
+        op = BatchOp("patch", ns, key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
+        result: tuple[bytes, int] = await self._one(op)
+        return result
+
+    async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
+        """One run of the engine for every op, across namespaces (one Redis server, see above)."""
+        return await self._run(ops, batch=True)
+
+    async def _one(self, op: BatchOp) -> Any:
+        return (await self._run([op], batch=False))[0]
+
+    async def _run(self, ops: Sequence[BatchOp], batch: bool) -> list[Any]:
+        """Run the engine until it answers: splitting stored lists and computing patches it asks for."""
+        patched: dict[int, Patched] = {}
+        for _ in range(ROUNDS):
+            keys, args, places = self._encode(ops, patched)
+            async with translate_errors():
+                reply = await self._write(keys=keys, args=args)
+            signal, rest = reply[0], reply[1:]
+            if signal == b"ok":
+                return [_answer(op, answer, patched.get(i)) 
+                        for i, (op, answer) in enumerate(zip(ops, rest, strict=True))]
+            if signal == b"conflict":
+                raise _conflict(ops, rest, batch)
+            if signal == b"error":
+                self._fail(ops, rest, batch)
+            elif signal == b"need":
+                patched[rest[0]] = self._patch(ops, rest[0], rest[1], batch)
+            elif signal == b"stale":
+                patched = {index: done for index, done in patched.items() if index < rest[0]}
+            else:  # convert
+                await self._to_list(self.names.of(*places[int(rest[0]) - 1]))
+        raise VersionConflict(f"{ops[0].key!r} kept changing while this write was retried {ROUNDS} times")
+
+    def _encode(self, ops: Sequence[BatchOp], patched: dict[int, Patched]) -> tuple[list[str], list[Any], list[Any]]:
+        """The engine's KEYS and ARGV for ``ops``, and the (ns, key) of each key group."""
+        groups: dict[tuple[str, str], int] = {}
+        wanted = {(op.ns, op.key) for op in ops if op.op in VALUE_OPS}
+        keys, args = [self.names.expiry], []
+        for index, op in enumerate(ops):
+            where = (op.ns, op.key)
+            if where not in groups:
+                groups[where] = len(groups) + 1
+                keys += self.names.of(op.ns, op.key)
+            code, extra = _op_args(ops, index, patched.get(index))
+            want = "d" if where in wanted else ""
+            args += [f"{code} {groups[where]} {_arg(op.if_version)} {_arg(op.ttl_ms)} {len(extra)} {want}",
+                     op.key, *extra]
+        return keys, args, list(groups)
+
+    @staticmethod
+    def _fail(ops: Sequence[BatchOp], rest: list[Any], batch: bool) -> None:
+        index = int(rest[0])
+        try:
+            _refuse(ops[index], rest[1], rest[2] if len(rest) > 2 else None)
+        except KeepstateError as error:
+            raise _located(error, index if batch else None) from None
+
+    @staticmethod
+    def _patch(ops: Sequence[BatchOp], index: int, current: bytes | None, batch: bool) -> Patched:
+        patcher = ops[index].patcher
+        assert patcher is not None
+        try:
+            return _sha(current), patcher(current)
+        except KeepstateError as error:
+            raise _located(error, index if batch else None) from None
 
     async def _to_list(self, names: list[str]) -> None:
-        """Swap a stored JSON list for a Redis LIST, only if its version is unchanged (else: try again)."""
-        version, kind, data = await self._header(names[0])
-        if kind == b"v":
-            if not data.startswith(b"["):
-                raise NotAList("the stored value is not a list")
-            await self._convert(keys=names[:2], args=[int(version), len(data), *split_list(data)])
+        """Swap a stored JSON list for a Redis list, only if its version is unchanged (else: again)."""
+        async with translate_errors():
+            found: list[Any] = await self.client.hmget(names[0], ["v", "k", "d"])
+            version, kind, data = found
+            if kind == b"v" and data.startswith(b"["):
+                await self._convert(keys=names[:3], args=[int(version), len(data), *split_list(data)])
+
+    # -- reads
+
+    async def get(self, ns: str, key: str) -> Entry | None:
+        """One HMGET for a value without expiry (the usual case); the READ script, which judges expiry
+        by Redis's clock and joins a list's items, for the rest."""
+        names = self.names.of(ns, key)
+        async with translate_errors():
+            found: list[Any] = await self.client.hmget(names[0], ["v", "k", "d", "e"])
+            version, kind, data, expires = found
+            if kind == b"v" and expires is None:
+                return Entry(data, int(version))
+            if kind not in (b"v", b"l"):
+                return None
+            return _entry(await self._read(keys=names[:2]))
+
+    async def tail(self, ns: str, key: str, n: int) -> ListPage | None:
+        return await self._list_part(ns, key, *((-n, -1) if n > 0 else window(0, 0)))
+
+    async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
+        return await self._list_part(ns, key, *window(start, limit))
+
+    async def _list_part(self, ns: str, key: str, start: int, stop: int) -> ListPage | None:
+        """Items ``start`` … ``stop`` (LRANGE indexes) of a list; a value stored whole is parsed."""
+        async with translate_errors():
+            found = await self._part(keys=self.names.of(ns, key)[:2], args=[start, stop])
+        if not found:
+            return None
+        if found[0] == b"l":
+            return ListPage(found[3:], int(found[1]), int(found[2]))
+        if not found[2].startswith(b"["):
+            raise NotAList(f"{key!r} holds a value that is not a list")
+        items = split_list(found[2])
+        return ListPage(items[start:None if stop == -1 else stop + 1], int(found[1]), len(items))
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         low, high = lex_bounds(prefix, after)
@@ -271,15 +359,35 @@ class RedisState(StateFacet):
             flat = await self._keys(keys=[self.names.index(ns)], args=[low, high, limit, self.names.base(ns, "h")])
         return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 
+    # -- whole namespaces and stores
+
     async def drop(self, ns: str) -> None:
-        """Tombstone every live key of ``ns``, one atomic batch of keys at a time."""
-        args: list[Any] = [self.names.base(ns, "h"), self.names.base(ns, "l"), DROP_BATCH]
+        """Tombstone every key of ``ns``, one atomic batch of keys at a time."""
+        bases = [self.names.base(ns, part) for part in "hlo"]
+        keys = [self.names.index(ns), self.names.expiry]
         async with translate_errors():
-            while await self._drop(keys=[self.names.index(ns)], args=args) == DROP_BATCH:
+            while await self._drop(keys=keys, args=[*bases, DROP_BATCH]) == DROP_BATCH:
                 pass
 
+    async def sweep(self, limit: int = 1000) -> int:
+        """Tombstone up to ``limit`` expired keys, found in the expiry set."""
+        async with translate_errors():
+            found: list[bytes] = await self._expired(keys=[self.names.expiry], args=[limit])
+        return await self._bury_expired(found) if found else 0
+
+    async def _bury_expired(self, headers: list[bytes]) -> int:
+        """Tombstone the keys of these header names that are still expired (a write may have moved or
+        cleared an expiry since they were found); how many."""
+        keys, args = [self.names.expiry], []
+        for header in headers:
+            ns, key = self.names.parse_header(header)
+            keys += self.names.of(ns, key)
+            args.append(key)
+        async with translate_errors():
+            return int(await self._sweep(keys=keys, args=args))
+
     async def records(self) -> AsyncIterator[StateRecord]:
-        """Every key, tombstones included, found by SCAN (no order promised)."""
+        """Every key, tombstones included (an expired key as one), found by SCAN (no order promised)."""
         batch: list[bytes] = []
         async with translate_errors():
             async for name in self.client.scan_iter(match=self.names.header_pattern(), count=EXPORT_BATCH):
@@ -297,14 +405,11 @@ class RedisState(StateFacet):
             for ns, key in parsed:
                 await self._read(keys=self.names.of(ns, key)[:2], client=pipe)
             results: list[Any] = await pipe.execute()
-        return [
-            StateRecord(ns, key, int(found[0]), None if found[1] == b"d" else found[2])
-            for (ns, key), found in zip(parsed, results, strict=True)
-            if found
-        ]
+        return [_record(ns, key, found) for (ns, key), found in zip(parsed, results, strict=True) if found]
 
     async def restore(self, record: StateRecord) -> None:
         kind, data = ("d", b"") if record.data is None else ("v", record.data)
+        expires = "" if record.data is None or record.expires_at is None else record.expires_at
+        keys = [*self.names.of(record.ns, record.key), self.names.expiry]
         async with translate_errors():
-            names = self.names.of(record.ns, record.key)
-            await self._restore(keys=names, args=[record.key, record.version, kind, data])
+            await self._restore(keys=keys, args=[record.key, record.version, kind, data, expires])
