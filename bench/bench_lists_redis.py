@@ -121,7 +121,7 @@ def _table(title: str, driver: str, rows: list[Row]) -> list[str]:
 
 async def _run() -> str:
     lines = [
-        "## Lists and incr", "",
+        "## Lists and incr: Redis", "",
         "Alternating rounds of both sides, one asyncio process; for lists the ratio is time per op on the "
         "long list over time per op on the short one, for incr the store's ops/s over the raw driver's. "
         "2-core machine shared with other work: ratios are noisy, absolutes more so.", "",
@@ -132,7 +132,7 @@ async def _run() -> str:
 
 
 def run() -> str:
-    """The Markdown section ``## Lists and incr``."""
+    """The Markdown section ``## Lists and incr: Redis``."""
     return asyncio.run(_run())
 
 

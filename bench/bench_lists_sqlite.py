@@ -132,7 +132,7 @@ def run() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         rows = _sqlite_rows(Path(tmp))
     return "\n\n".join([
-        "## Lists and store-side writes",
+        "## Lists and store-side writes: SQLite",
         "Targets: (a) tail 20 of a ~1 MiB list ≤ 1.2× the cost of a 20-item list's; (b) SQLite chat turn "
         "≥ 0.75× raw sqlite3 (one row per message, WAL, `synchronous=FULL`), last 100 turns ≥ 0.9× the "
         "first 100; (c) incr ≥ 0.8× a raw one-statement upsert-increment. (a): the short list's side is "

@@ -18,6 +18,7 @@ from keepstate import AsyncClient, AsyncInvocation, AsyncScope, AsyncWorker, Cli
 from keepstate.batch import AsyncBatch, Batch
 from keepstate.client import AsyncCallerState, AsyncKeys, AsyncRuns, AsyncSessions, CallerState, Keys, Runs, Sessions
 from keepstate.client.invocation import AsyncHttpOps, AsyncState, HttpOps, State
+from keepstate.embedded import AsyncStoreOps, StoreOps
 from keepstate.scope import AsyncScopeOps, ScopeOps
 from keepstate.stores.base import StateFacet, SyncStateFacet
 from keepstate.stores.faces import InlineAsync, Portal
@@ -66,7 +67,7 @@ def test_the_sdk_faces_match(sync: type, asynchronous: type) -> None:
 
 @pytest.mark.parametrize(("sync", "asynchronous"), [
     (SyncStateFacet, StateFacet), (SqliteState, AsyncSqliteState), (MemoryState, InlineAsync),
-    (Portal, PostgresState), (Portal, RedisState), (ScopeOps, AsyncOps),
+    (Portal, PostgresState), (Portal, RedisState), (ScopeOps, AsyncOps), (StoreOps, AsyncStoreOps),
 ])
 def test_the_state_facet_faces_match(sync: type, asynchronous: type) -> None:
     """Constructors differ (a connection, a loop thread): the contract's methods must not."""

@@ -6,17 +6,20 @@ what goes in, decodes what comes out, and nothing else (the rules are the facet'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import weakref
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from . import values, writes
 from .batch import Planned
 from .errors import InvalidRequest, KeepstateError, VersionConflict
-from .scope import Appended, Items, Page, Scope, Versioned, scope_namespace
+from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
 from .stores import open_database
-from .stores.base import Database, SyncStateFacet
-from .stores.records import ListPage
+from .stores.base import Database, StateFacet, SyncStateFacet
+from .stores.ending import close_at_loop_shutdown
+from .stores.records import BatchOp, ListPage
 
 
 class StoreOps:
@@ -72,21 +75,96 @@ class StoreOps:
 
     def batch(self, planned: Sequence[Planned]) -> list[Any]:
         """One facet batch of every planned write; each target must be a scope of this same store."""
-        writes.check_batch_size(planned)
-        ops = []
-        for index, plan in enumerate(planned):
-            target = plan.target
-            if not isinstance(target, StoreOps) or target.backend is not self.backend:
-                raise InvalidRequest("a batch writes to scopes of one store", index=index)
-            try:
-                ops.append(writes.batch_op(plan.op, target.ns, plan.key, plan.fields))
-            except KeepstateError as error:
-                raise type(error)(error.message, **{**error.details, "index": index}) from None
+        ops = _facet_ops(planned, lambda target: isinstance(target, StoreOps) and target.backend is self.backend)
         try:
             answers = self.backend.batch(ops)
         except VersionConflict as error:
             raise writes.scoped_conflicts(error) from None
-        return [_answer(plan.op, answer) for plan, answer in zip(planned, answers, strict=True)]
+        return _answers(planned, answers)
+
+
+class AsyncStoreOps:
+    """``AsyncScopeOps`` straight on a store's async state facet (``Store.ascope``): the same
+    checks, encoding and answers as ``StoreOps``, awaited, on the facet of the running loop."""
+
+    def __init__(self, store: Store, ns: str) -> None:
+        self.store = store
+        self.ns = ns
+
+    async def get_versioned(self, key: str) -> Versioned:
+        entry = await (await self.store.async_state()).get(self.ns, values.check_key(key))
+        return Versioned(None, 0) if entry is None else Versioned(values.decode(entry.data), entry.version)
+
+    async def expires_at(self, key: str) -> int | None:
+        entry = await (await self.store.async_state()).get(self.ns, values.check_key(key))
+        return None if entry is None else entry.expires_at
+
+    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
+        values.check_key(key)
+        return await (await self.store.async_state()).put(self.ns, key, writes.encode_value(value), if_version, ttl_ms)
+
+    async def delete(self, key: str, if_version: int | None) -> None:
+        await (await self.store.async_state()).delete(self.ns, values.check_key(key), if_version)
+
+    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
+        values.check_key(key)
+        facet = await self.store.async_state()
+        return Appended(*await facet.append(self.ns, key, values.encode_items(items), ttl_ms))
+
+    async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
+        page = await (await self.store.async_state()).keys(self.ns, prefix, after, limit)
+        return page, (page[-1][0] if len(page) == limit else None)
+
+    async def tail(self, key: str, n: int) -> Items:
+        return _items(await (await self.store.async_state()).tail(self.ns, values.check_key(key), n))
+
+    async def items(self, key: str, start: int, limit: int) -> Items:
+        return _items(await (await self.store.async_state()).items(self.ns, values.check_key(key), start, limit))
+
+    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
+        facet = await self.store.async_state()
+        return Appended(*await facet.trim(self.ns, values.check_key(key), keep_last, if_version, ttl_ms))
+
+    async def pop(self, key: str, if_version: int | None) -> Any:
+        popped = await (await self.store.async_state()).pop(self.ns, values.check_key(key), if_version)
+        return None if popped is None else values.decode(popped[0])
+
+    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
+        facet = await self.store.async_state()
+        return (await facet.incr(self.ns, values.check_key(key), by, if_version, ttl_ms))[0]
+
+    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
+        values.check_key(key)
+        facet = await self.store.async_state()
+        data, _ = await facet.update(self.ns, key, writes.patcher_of(patch), if_version, ttl_ms)
+        return values.decode(data)
+
+    async def batch(self, planned: Sequence[Planned]) -> list[Any]:
+        """One facet batch of every planned write; each target must be an async scope of this same store."""
+        ops = _facet_ops(planned, lambda target: isinstance(target, AsyncStoreOps) and target.store is self.store)
+        try:
+            answers = await (await self.store.async_state()).batch(ops)
+        except VersionConflict as error:
+            raise writes.scoped_conflicts(error) from None
+        return _answers(planned, answers)
+
+
+def _facet_ops(planned: Sequence[Planned], ours: Callable[[object], bool]) -> list[BatchOp]:
+    """The facet's batch ops of ``planned``; a target ``ours`` refuses is an error at its index."""
+    writes.check_batch_size(planned)
+    ops = []
+    for index, plan in enumerate(planned):
+        if not ours(plan.target):
+            raise InvalidRequest("a batch writes to scopes of one store", index=index)
+        try:
+            ops.append(writes.batch_op(plan.op, plan.target.ns, plan.key, plan.fields))
+        except KeepstateError as error:
+            raise type(error)(error.message, **{**error.details, "index": index}) from None
+    return ops
+
+
+def _answers(planned: Sequence[Planned], answers: Sequence[Any]) -> list[Any]:
+    return [_answer(plan.op, answer) for plan, answer in zip(planned, answers, strict=True)]
 
 
 def _items(page: ListPage | None) -> Items:
@@ -109,16 +187,47 @@ def _answer(op: str, answer: Any) -> Any:
 
 
 class Store:
-    """An opened store. ``scope(kind, agent=..., id=...)`` gives a ``Scope``; close when done."""
+    """An opened store. ``scope(kind, agent=..., id=...)`` gives a ``Scope``, ``ascope(...)`` the same
+    scope as an ``AsyncScope`` for async code (any event loop); close when done.
+
+    A store whose async connections belong to one event loop (PostgreSQL's pool, Redis's client:
+    ``Database.loop_bound``) opens one more Database of the same URL for each loop that uses it,
+    closed by that loop's ``aclose()`` or, forgotten, when the loop shuts down.
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
         self.url = database.url
         self.state: SyncStateFacet = database.sync_state()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Database, Callable[[], None]]] = (
+            weakref.WeakKeyDictionary())
 
     def scope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> Scope:
         """The ``run``/``session``/``user`` scope of ``id``, or the ``agent`` scope (no id), of one agent."""
         return Scope(StoreOps(self.state, scope_namespace(kind, agent, id, env)))
+
+    def ascope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> AsyncScope:
+        """``scope(...)`` for async code: the same scope, on the store's async face."""
+        return AsyncScope(AsyncStoreOps(self, scope_namespace(kind, agent, id, env)))
+
+    async def async_state(self) -> StateFacet:
+        """The async state facet for the running event loop."""
+        if not self.database.loop_bound:
+            return await self.database.state()
+        loop = asyncio.get_running_loop()
+        opened = self._loops.get(loop)
+        if opened is None:
+            database = open_database(self.url)
+            opened = self._loops[loop] = database, await close_at_loop_shutdown(database.aclose)
+        return await opened[0].state()
+
+    async def aclose(self) -> None:
+        """Close the running loop's async connections (``close()`` still closes the store)."""
+        opened = self._loops.pop(asyncio.get_running_loop(), None)
+        if opened is not None:
+            database, disarm = opened
+            disarm()
+            await database.aclose()
 
     def close(self) -> None:
         self.database.close()

@@ -471,6 +471,9 @@ class Database(ABC):
 
     url: str
     capabilities: Capabilities
+    loop_bound: bool = False
+    """True when the async facets belong to the event loop of their first use (a pool or client made
+    there): code on another loop needs a Database of its own (``keepstate.Store.async_state``)."""
 
     @classmethod
     def preflight(cls, url: str, must_exist: bool) -> None:

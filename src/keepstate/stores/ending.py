@@ -16,7 +16,7 @@ import asyncio
 import atexit
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 Closer = Callable[[], Awaitable[None]]
@@ -104,3 +104,34 @@ async def cancel_the_rest() -> None:
             if not task.cancelled():
                 task.exception()  # retrieved: a task that failed while closing has nothing left to say
     await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+async def close_at_loop_shutdown(close: Closer) -> Callable[[], None]:
+    """Run ``close()`` when the running loop shuts down (``asyncio.run``, ``asyncio.Runner`` and
+    pytest-asyncio end a loop with ``shutdown_asyncgens``, which finalises every async generator
+    begun on it); returns a function that drops the hook. For a per-loop resource its user may never
+    close: the loop then ends without leaving an unclosed socket behind."""
+    armed = True
+
+    async def hook() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            _HOOKS.discard(generator)
+            if armed:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(close(), CLOSE_WAIT_S)
+
+    def disarm() -> None:
+        nonlocal armed
+        armed = False
+        _HOOKS.discard(generator)
+
+    generator = hook()
+    _HOOKS.add(generator)
+    await generator.__anext__()  # begun on this loop: the loop now finalises it at shutdown
+    return disarm
+
+
+_HOOKS: set[AsyncIterator[None]] = set()
+"""Begun hooks (a loop holds its async generators weakly): kept until their loop finalises them."""

@@ -94,6 +94,7 @@ async def _release(url: str, pooled: _Pooled) -> None:
 
 class PostgresDatabase(Database):
     capabilities = CAPABILITIES
+    loop_bound = True
 
     @classmethod
     def preflight(cls, url: str, must_exist: bool) -> None:

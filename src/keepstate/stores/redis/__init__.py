@@ -23,6 +23,7 @@ CAPABILITIES = Capabilities(shared=True, platform=False, leases=True, harness=Fa
 
 class RedisDatabase(Database):
     capabilities = CAPABILITIES
+    loop_bound = True
 
     def __init__(self, url: str) -> None:
         self.url = url
