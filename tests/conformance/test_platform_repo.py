@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from backends import declaring
 from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
-from keepstate.platform import Platform, open_platform
+from keepstate.platform import open_platform
 from keepstate.stores.base import Database, PlatformFacet
 from keepstate.stores.records import (
     NULL,
@@ -34,23 +33,6 @@ from keepstate.stores.records import (
 pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 ENV = "default"
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-async def platform(backend_url: str) -> AsyncIterator[Platform]:
-    opened = await open_platform(backend_url)
-    yield opened
-    await opened.aclose()
-
-
-@pytest.fixture
-def repo(platform: Platform) -> PlatformFacet:
-    return platform.repo
-
-
-@pytest.fixture
-def database(platform: Platform) -> Database:
-    return platform.database
 
 
 def uid(prefix: str) -> str:
@@ -354,7 +336,8 @@ async def test_cancel_racing_claims_never_both_wins(repo: PlatformFacet) -> None
 
 async def test_claims_are_exclusive_under_concurrency(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("work")))[0] for _ in range(20)]
-    assert await repo.has_queued(ENV, ["other", "work"], now_ms()) and not await repo.has_queued(ENV, ["other"], now_ms())
+    now = now_ms()
+    assert await repo.has_queued(ENV, ["other", "work"], now) and not await repo.has_queued(ENV, ["other"], now)
     results = await asyncio.gather(*(claim(repo, "work") for _ in range(40)))
     claimed = [c for c in results if c is not None]
     assert len(claimed) == 20

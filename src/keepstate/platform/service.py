@@ -257,16 +257,23 @@ class Platform:
         deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
         while True:
             event = self.changed.current()
-            run = await self._visible_run(caller, run_id)
+            run = await self._visible_run(caller, run_id, expire=True)
             left = deadline - loop.time()
             if run.status not in ACTIVE or left <= 0:
                 return run
             await self.changed.wait(min(left, RUN_POLL_S), event)
 
-    async def _visible_run(self, caller: Caller, run_id: str) -> StoredRun:
+    async def _visible_run(self, caller: Caller, run_id: str, expire: bool = False) -> StoredRun:
+        """The run, if the caller may see it. With ``expire``, a run still queued past its deadline is
+        expired first (the sweep's guarded step, done now), so a reader never sees it queued."""
         run = await self.repo.get_run(caller.env, run_id)
         if run is None or not self.may_use(caller, run.owner):
             raise NotFound(f"no run {run_id!r}")
+        now = now_ms()
+        if expire and run.status == "queued" and run.queue_deadline is not None and run.queue_deadline < now:
+            if await self.repo.expire_queued(now):
+                self.changed.notify()
+            run = await self.repo.get_run(caller.env, run_id) or run
         return run
 
     async def list_runs(self, caller: Caller, query: dict[str, Any]) -> Page:
