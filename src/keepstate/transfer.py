@@ -2,28 +2,45 @@
 
 A dump is a header line, then the platform's rows table by table (environments, keys as hashes,
 sessions, runs, invocations), then every state key with its version (tombstones too, so versions
-keep never repeating after an import). Values travel as their stored canonical JSON, embedded
-without re-encoding. Import keeps rows the target already has (``ON CONFLICT DO NOTHING``) and
-writes state keys exactly as exported, versions included.
+keep never repeating after an import), then an end line with the number of records. Values
+travel as their stored canonical JSON, embedded without re-encoding. Import keeps rows the
+target already has (``ON CONFLICT DO NOTHING``) and writes state keys exactly as exported,
+versions included.
+
+Import reads and checks the whole dump before it opens the target, spooling it (in memory, then
+on disk) for the second pass that writes: an empty input, a line that is not a record, or a dump
+cut short (no end line: an interrupted export) is refused with its line number, and nothing is
+written. Format version 1, from before the end line, is still read.
 
 Redis holds state only (no platform), so its dumps and imports carry state lines alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import IO, Any
 
 import orjson
 
 from . import values
-from .stores import capabilities_of, open_database
+from .errors import KeepstateError
+from .stores import capabilities_of, dump, open_database
 from .stores.base import Database, PlatformFacet, StateFacet
-from .stores.dump import TABLES
 from .stores.records import StateRecord
 
-FORMAT, VERSION = "keepstate-export", 1
+FORMAT, VERSION = "keepstate-export", 2
+READABLE = (1, 2)
+"""Format versions import reads: 1 has no end line."""
+SPOOL_BYTES = 16 * 1024 * 1024
+BATCH_ROWS = 500
+YIELD_EVERY = 1000
 Tick = Callable[[str], None]
+
+
+class BadDump(ValueError):
+    """The input of an import is not a whole dump; the message names the line."""
 
 
 async def _open(url: str) -> tuple[Database, StateFacet, PlatformFacet | None]:
@@ -43,73 +60,220 @@ async def _open(url: str) -> tuple[Database, StateFacet, PlatformFacet | None]:
 async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[bytes]:
     """The dump of the store at ``url``, one JSON line (without newline) at a time."""
     database, backend, repo = await _open(url)
+    records = 0
     try:
         yield orjson.dumps({"type": FORMAT, "version": VERSION, "platform": repo is not None})
-        for table in TABLES if repo is not None else ():
+        for table in dump.TABLES if repo is not None else ():
             for row in await repo.dump(table):  # type: ignore[union-attr]
                 yield orjson.dumps({"type": "row", "table": table, "row": row})
-                _tick(tick, table)
+                records = await _counted(records, tick, table)
         async for record in backend.records():
             yield _state_line(record)
-            _tick(tick, "state")
+            records = await _counted(records, tick, "state")
+        yield orjson.dumps({"type": FORMAT, "end": True, "records": records})
     finally:
         await database.aclose()
+
+
+def read_dump(lines: Iterable[bytes | str], tick: Tick | None = None) -> CheckedDump:
+    """Read and check a whole dump, spooled for ``load_dump``; close it when done.
+
+    Synchronous on purpose: reading standard input blocks, and Ctrl-C must stop it.
+    Raises ``BadDump``, naming the line, for input that is not a whole dump."""
+    checked = CheckedDump()
+    try:
+        checked.read(lines, tick)
+    except BadDump as error:
+        checked.close()
+        raise BadDump(f"nothing imported: {error}") from None
+    except BaseException:
+        checked.close()
+        raise
+    return checked
+
+
+async def load_dump(url: str, checked: CheckedDump, tick: Tick | None = None) -> dict[str, int]:
+    """Write a checked dump into the store at ``url``; return how many records of each kind it held."""
+    database, backend, repo = await _open(url)
+    try:
+        if repo is None and set(checked.counts) - {"state"}:
+            raise ValueError("this store holds state only (redis://): the dump's platform rows have nowhere to go")
+        await _load_all(backend, repo, checked.records(), tick)
+    finally:
+        await database.aclose()
+    return checked.counts
 
 
 async def import_lines(url: str, lines: Iterable[bytes | str], tick: Tick | None = None) -> dict[str, int]:
-    """Load a dump into the store at ``url``; return how many records of each kind were read."""
-    database, backend, repo = await _open(url)
-    counts: dict[str, int] = {}
-    try:
-        batch: list[dict[str, Any]] = []
-        batch_table = ""
-        for number, line in enumerate(lines, 1):
-            record = _parse(line, number)
-            if record is None:
-                continue
-            kind = record["table"] if record["type"] == "row" else record["type"]
-            if batch and kind != batch_table:
-                await _load(repo, batch_table, batch)
-                batch = []
-            if record["type"] == "row":
-                batch.append(record["row"])
-                batch_table = kind
-                if len(batch) >= 500:
-                    await _load(repo, batch_table, batch)
-                    batch = []
-            elif record["type"] == "state":
-                await backend.restore(_state_record(record))
-            counts[kind] = counts.get(kind, 0) + 1
-            _tick(tick, kind)
-        if batch:
-            await _load(repo, batch_table, batch)
-    finally:
-        await database.aclose()
-    return counts
+    """``read_dump`` then ``load_dump``: nothing is written unless the whole input is a dump."""
+    with read_dump(lines) as checked:
+        return await load_dump(url, checked, tick)
 
 
-def _parse(line: bytes | str, number: int) -> dict[str, Any] | None:
-    if not line.strip():
-        return None
+class CheckedDump:
+    """A dump read once and checked line by line, kept (in memory, then on disk) for the pass that writes it."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+        self._version: int | None = None
+        self._ended = False
+        self._records = 0
+        self.counts: dict[str, int] = {}
+
+    def __enter__(self) -> CheckedDump:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def read(self, lines: Iterable[bytes | str], tick: Tick | None = None) -> None:
+        number = 0
+        try:
+            for number, line in enumerate(lines, 1):
+                raw = line.encode() if isinstance(line, str) else line
+                kind = self._check(raw, number)
+                if kind is not None:
+                    self.counts[kind] = self.counts.get(kind, 0) + 1
+                    _tick(tick, kind)
+                self._file.write(raw.rstrip(b"\r\n") + b"\n")
+        except OSError as error:
+            raise BadDump(f"cannot read the dump after line {number}: {error.strerror or error}") from None
+        self._finish(number)
+
+    def records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each row or state record with its line number, in the dump's order."""
+        self._file.seek(0)
+        for number, line in enumerate(self._file, 1):
+            if line.strip():
+                record = orjson.loads(line)
+                if record["type"] != FORMAT:
+                    yield number, record
+
+    def _check(self, line: bytes, number: int) -> str | None:
+        """The kind of record on this line (a table name or ``state``), None for blank and framing lines."""
+        if not line.strip():
+            return None
+        record = _parse(line, number)
+        if self._version is None:
+            self._version = _header_version(record, number)
+            return None
+        if self._ended:
+            raise BadDump(f"line {number} comes after the dump's end line")
+        if record.get("type") not in (FORMAT, "row", "state"):
+            raise BadDump(f"line {number}: unknown record type {record.get('type')!r}")
+        if record["type"] == FORMAT:
+            self._end(record, number)
+            return None
+        self._records += 1
+        return _check_record(record, number)
+
+    def _end(self, record: dict[str, Any], number: int) -> None:
+        if record.get("end") is not True or record.get("records") != self._records:
+            raise BadDump(f"line {number}: an end line for {record.get('records')!r} records, "
+                             f"after {self._records}: the dump is damaged")
+        self._ended = True
+
+    def _finish(self, lines: int) -> None:
+        if self._version is None:
+            raise BadDump("the input is empty: expected a dump written by keepstate export")
+        if self._version >= 2 and not self._ended:
+            raise BadDump(f"the dump stops at line {lines} without its end line: it is incomplete "
+                             "(was the export interrupted?)")
+
+
+def _parse(line: bytes, number: int) -> dict[str, Any]:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as error:
-        raise ValueError(f"line {number} is not JSON: {error}") from None
-    kind = record.get("type") if isinstance(record, dict) else None
-    if kind == FORMAT:
-        if record.get("version") != VERSION:
-            raise ValueError(f"dump format version {record.get('version')} is not {VERSION}")
-        return None
-    if kind not in ("row", "state"):
-        raise ValueError(f"line {number}: unknown record type {kind!r}")
+        raise BadDump(f"line {number} is not JSON: {error}") from None
+    if not isinstance(record, dict):
+        raise BadDump(f"line {number} is not a JSON object")
     checked: dict[str, Any] = record
     return checked
 
 
-async def _load(repo: PlatformFacet | None, table: str, rows: list[dict[str, Any]]) -> None:
-    if repo is None:
-        raise ValueError("this store holds state only (redis://): the dump's platform rows have nowhere to go")
-    await repo.load(table, rows)
+def _header_version(record: dict[str, Any], number: int) -> int:
+    version = record.get("version")
+    if record.get("type") != FORMAT or "end" in record:
+        raise BadDump(f"line {number} is not the header of a dump: is the input the output of keepstate export?")
+    if version not in READABLE:
+        raise BadDump(f"dump format version {version!r} is not one this keepstate reads ({READABLE})")
+    readable: int = version
+    return readable
+
+
+def _check_record(record: dict[str, Any], number: int) -> str:
+    """Refuse a row or state record this version could not write, naming its line."""
+    try:
+        if record["type"] == "state":
+            _state_record(record)
+            return "state"
+        row, table = record["row"], record["table"]
+        dump.check_table(table, [])
+        if not isinstance(row, dict) or not row:
+            raise ValueError("a row is an object of columns")
+        dump.check_table(table, list(row))
+        dump.decode_row(row)
+        return str(table)
+    except (KeyError, TypeError, ValueError, KeepstateError) as error:
+        raise BadDump(f"line {number}: a bad {record['type']} record: {_reason(error)}") from None
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, KeyError):
+        return f"no {error.args[0]!r}"
+    return error.message if isinstance(error, KeepstateError) else str(error)
+
+
+async def _load_all(
+    backend: StateFacet, repo: PlatformFacet | None, records: Iterator[tuple[int, dict[str, Any]]], tick: Tick | None
+) -> None:
+    """Write the records in order, platform rows in batches of one table."""
+    rows = _Rows(repo)
+    for number, record in records:
+        if record["type"] == "state":
+            await rows.flush()
+            await backend.restore(_state_record(record))
+            _tick(tick, "state")
+        else:
+            await rows.add(number, record["table"], record["row"])
+            _tick(tick, record["table"])
+    await rows.flush()
+
+
+class _Rows:
+    """Platform rows waiting to be loaded together: up to ``BATCH_ROWS`` of one table."""
+
+    def __init__(self, repo: PlatformFacet | None) -> None:
+        self._repo = repo
+        self._table = ""
+        self._rows: list[dict[str, Any]] = []
+        self._first = 0
+
+    async def add(self, number: int, table: str, row: dict[str, Any]) -> None:
+        if self._rows and (table != self._table or len(self._rows) >= BATCH_ROWS):
+            await self.flush()
+        if not self._rows:
+            self._table, self._first = table, number
+        self._rows.append(row)
+
+    async def flush(self) -> None:
+        """Load the waiting rows. A refusal by the database (a column it lacks, a missing value)
+        names the lines; what came before them is already written, and importing again keeps it."""
+        if not self._rows or self._repo is None:
+            return
+        rows, self._rows = self._rows, []
+        try:
+            await self._repo.load(self._table, rows)
+        except KeepstateError:
+            raise
+        except Exception as error:  # a driver's refusal of the rows: the repositories do not translate it
+            last = self._first + len(rows) - 1
+            raise BadDump(f"import stopped: lines {self._first}-{last} ({self._table}) were refused by the store: "
+                          f"{error}; the records before them are imported") from error
 
 
 def _state_line(record: StateRecord) -> bytes:
@@ -121,8 +285,22 @@ def _state_line(record: StateRecord) -> bytes:
 
 
 def _state_record(record: dict[str, Any]) -> StateRecord:
-    data = None if record.get("deleted") else values.encode(record["value"])
-    return StateRecord(str(record["ns"]), str(record["key"]), int(record["version"]), data)
+    ns, key, version, deleted = record["ns"], record["key"], record["version"], record["deleted"]
+    if not (isinstance(ns, str) and isinstance(key, str) and isinstance(deleted, bool)):
+        raise TypeError("ns and key are strings, deleted is true or false")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"version {version!r} is not a positive integer")
+    data = None if deleted else values.encode(record["value"])
+    return StateRecord(ns, key, version, data)
+
+
+async def _counted(records: int, tick: Tick | None, kind: str) -> int:
+    """One more record exported. Every ``YIELD_EVERY`` records the event loop gets a turn, so that a
+    cancel (Ctrl-C under ``asyncio.run``) stops an export whose reads never wait."""
+    _tick(tick, kind)
+    if records % YIELD_EVERY == 0:
+        await asyncio.sleep(0)
+    return records + 1
 
 
 def _tick(tick: Tick | None, kind: str) -> None:

@@ -22,7 +22,7 @@ from keepstate.platform import Platform, service
 from keepstate.server.app import create_app
 from serverproc import running_server
 
-ROOT = "root"
+ROOT = "ks_root_0123456789abcdefghijklmnopqrstuvwxyzABCDEF"  # serve refuses a weak admin key
 
 
 async def _client(app: Any) -> httpx.AsyncClient:

@@ -7,6 +7,8 @@ import asyncio
 import click
 
 from ..stores.records import ROLES
+from .failures import quiet_libraries, store_errors
+from .stores import check_store_option
 
 
 @click.group()
@@ -21,12 +23,16 @@ def keys() -> None:
 @click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True)
 def create(env: str, role: str, name: str | None, store: str) -> None:
     """Create a key and print it (the only time it is shown)."""
+    from .. import values
     from ..errors import KeepstateError
 
     try:
+        values.check_key(env, "environment")
+    except KeepstateError as error:  # before the store is opened (or created) for nothing
+        raise click.BadParameter(error.message, param_hint="--env") from None
+    with quiet_libraries(), store_errors(store, "create a key in"):
+        check_store_option(store)
         secret = asyncio.run(_create(store, env, role, name))
-    except (KeepstateError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
     click.echo(secret)
 
 

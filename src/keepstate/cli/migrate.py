@@ -11,7 +11,9 @@ import asyncio
 import click
 
 from ..errors import KeepstateError
-from ..stores import open_database
+from ..stores import capabilities_of, open_database
+from .failures import quiet_libraries, store_errors
+from .stores import check_store_option
 
 
 async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
@@ -44,8 +46,21 @@ async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
               help="Also migrate the harness store with this table prefix (repeatable).")
 def migrate(store: str, harness_prefixes: tuple[str, ...]) -> None:
     """Create or upgrade the schema of every part of keepstate in a store."""
-    try:
+    with quiet_libraries(), store_errors(store, "migrate"):
+        check_store_option(store)
+        _check_prefixes(store, harness_prefixes)
         done = asyncio.run(_migrate(store, harness_prefixes))
-    except (KeepstateError, ValueError, RuntimeError) as error:
-        raise click.ClickException(str(error)) from None
     click.echo(f"migrated: {', '.join(done)}")
+
+
+def _check_prefixes(store: str, prefixes: tuple[str, ...]) -> None:
+    """Refuse bad ``--harness-prefix`` values before any part is migrated, not halfway through."""
+    from ..harness.records import check_prefix
+
+    try:
+        if prefixes:
+            capabilities_of(store).require("harness", store)
+        for prefix in prefixes:
+            check_prefix(prefix)
+    except KeepstateError as error:
+        raise click.BadParameter(error.message, param_hint="--harness-prefix") from None

@@ -1,7 +1,12 @@
 """``keepstate serve``: the HTTP API under uvicorn (uvloop, httptools), one or several processes.
 
-Flags win over ``KEEPSTATE_*`` variables. With one process the bootstrap admin key is handled at
-startup; with ``--workers N`` it is handled once here, before the workers start, and each worker
+Flags win over ``KEEPSTATE_*`` variables. The order of the start is what the spec asks: refuse a
+weak ``KEEPSTATE_ADMIN_KEY`` and a bad store URL, then bind the port (uvicorn is handed the bound
+socket), and only then open the store and make sure of the bootstrap admin key — so a port in
+use or a bad flag never creates a store file or prints a key. Each failure is one line.
+
+The bootstrap happens here, before uvicorn starts, for every store shared between processes; a
+``memory://`` store lives only in the serving process, so its app does it at startup. With ``--workers N`` each worker
 builds its app from the environment. SIGTERM stops gracefully: uvicorn finishes in-flight
 requests, then the app's shutdown closes the store.
 """
@@ -9,10 +14,21 @@ requests, then the app's shutdown closes the store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import socket
+import sys
 from typing import Any
 
 import click
+
+from .failures import fail, quiet_libraries, redact, store_errors
+from .stores import check_store_option
+
+BACKLOG = 2048
+STARTUP_FAILURE = 3
+"""uvicorn's exit status when the app cannot start."""
 
 
 @click.command()
@@ -27,30 +43,97 @@ import click
 )
 def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
     """Serve the HTTP API."""
-    import uvicorn
+    admin_key = _admin_key()
+    shared = _check(store, workers)
+    sock = bind(host, port)
+    try:
+        if shared:
+            with quiet_libraries(), store_errors(store, "serve"):
+                asyncio.run(_bootstrap(store, admin_key))
+        click.echo(f"keepstate: serving {_address(host, sock)} over {redact(store)}", err=True)
+        _run(store, lease, workers, sock, bootstrap_admin=not shared, admin_key=admin_key)
+    finally:
+        sock.close()
 
+
+def _admin_key() -> str | None:
+    """``KEEPSTATE_ADMIN_KEY``, refused when it is too weak to be a key."""
+    from ..server.bootstrap import check_admin_key
+
+    admin_key = os.environ.get("KEEPSTATE_ADMIN_KEY") or None
+    if admin_key is not None:
+        try:
+            check_admin_key(admin_key)
+        except ValueError as error:
+            fail(str(error))
+    return admin_key
+
+
+def _check(store: str, workers: int) -> bool:
+    """Whether the store is shared between processes, once the URL and the flags are known to fit."""
     from ..errors import KeepstateError
     from ..stores import capabilities_of
 
+    with store_errors(store, "serve"):
+        check_store_option(store)
+    declared = capabilities_of(store)
     try:
-        declared = capabilities_of(store)
         declared.require("platform", store)
-    except (ValueError, KeepstateError) as error:
-        raise click.BadParameter(str(error), param_hint="--store") from None
-    admin_key = os.environ.get("KEEPSTATE_ADMIN_KEY") or None
-    options: dict[str, Any] = {"host": host, "port": port, "loop": "uvloop", "http": "httptools", "access_log": False,
-               "log_level": "warning", "timeout_graceful_shutdown": 10}
-    click.echo(f"keepstate: serving http://{host}:{port} over {store}", err=True)
+    except KeepstateError as error:
+        raise click.BadParameter(error.message, param_hint="--store") from None
+    if workers > 1 and not declared.shared:
+        raise click.BadParameter("a memory:// store lives in one process: use --workers 1", param_hint="--workers")
+    return declared.shared
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, as uvicorn would make it; one line if it cannot be."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError as error:
+        sock.close()
+        fail(f"cannot listen on {host}:{port}: {_bind_reason(error)}")
+    sock.set_inheritable(True)  # --workers: the worker processes serve on this very socket
+    return sock
+
+
+def _bind_reason(error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        return "the port is already in use (another keepstate serve?): stop it or choose another --port"
+    if error.errno == errno.EACCES:
+        return "permission denied (ports below 1024 need privileges): choose another --port"
+    return error.strerror or str(error)
+
+
+def _address(host: str, sock: socket.socket) -> str:
+    port = sock.getsockname()[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstrap: Any) -> None:
+    """uvicorn on the bound socket: this process, or ``workers`` processes sharing it."""
+    import uvicorn
+
+    options: dict[str, Any] = {"loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
+                               "timeout_graceful_shutdown": 10}
     if workers == 1:
         from ..server.app import create_app
 
-        uvicorn.run(create_app(store, lease, bootstrap_admin=True, admin_key=admin_key), **options)
+        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, **bootstrap), **options))
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+        if not server.started:
+            sys.exit(STARTUP_FAILURE)
         return
-    if not declared.shared:
-        raise click.BadParameter("a memory:// store lives in one process: use --workers 1", param_hint="--workers")
-    asyncio.run(_bootstrap(store, admin_key))
+    from uvicorn.supervisors import Multiprocess
+
     os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease)})
-    uvicorn.run("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
+    config = uvicorn.Config("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
+    Multiprocess(config, sockets=[sock]).run()
 
 
 async def _bootstrap(store: str, admin_key: str | None) -> None:

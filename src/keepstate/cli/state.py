@@ -3,22 +3,25 @@
 For debugging: no server, no key, no run token — the store URL is the credential. Each command
 addresses one scope the way a server does (environment, kind, agent, id) and prints JSON on
 stdout; an error prints its wire form (``{"error": code, ...}``) on stderr and exits 1.
+``get``, ``ls`` and ``delete`` need the store to exist; only ``put`` creates one.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import click
 import orjson
 
-from ..errors import KeepstateError, NotFound
-from ..scope import Scope
+from .. import values
+from ..errors import NotFound
+from ..scope import Scope, scope_namespace
 from ..stores.records import SCOPE_KINDS
+from .failures import quiet_libraries, store_errors
+from .stores import check_store_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_STORE = "sqlite:///keepstate.db"
@@ -43,29 +46,28 @@ def _echo(data: Any) -> None:
     click.echo(orjson.dumps(data).decode())
 
 
+def _json_errors(store: str) -> AbstractContextManager[None]:
+    """Every keepstate error printed in its wire form, exit status 1; other failures one line."""
+    return store_errors(store, "use", as_json=True)
+
+
 @contextmanager
-def _opened(store: str, env: str, kind: str, agent: str, id_: str | None) -> Iterator[Scope]:
-    """The scope, with every keepstate error printed as JSON and exit status 1."""
+def _opened(where: dict[str, Any], reads: bool, key: str | None = None) -> Iterator[Scope]:
+    """The scope named by the scope options, once every input was checked: nothing is opened (and
+    no store created) for a bad scope or key. A command that ``reads`` (get, ls, delete) refuses a
+    SQLite store that does not exist."""
     from ..embedded import open as open_store
 
+    store, kind, agent, id_, env = (where[name] for name in ("store", "kind", "agent", "id_", "env"))
     if kind != "agent" and id_ is None:
         raise click.UsageError(f"--id is required for --scope {kind} (the run id, session id or end user)")
-    try:
+    with quiet_libraries(), _json_errors(store):
+        scope_namespace(kind, agent, id_, env)
+        if key is not None:
+            values.check_key(key)
+        check_store_option(store, must_exist=reads)
         with open_store(store) as opened:
             yield opened.scope(kind, agent=agent, id=id_, env=env)
-    except KeepstateError as error:
-        click.echo(orjson.dumps(error.to_dict()).decode(), err=True)
-        sys.exit(1)
-    except ValueError as error:  # an unknown store URL
-        raise click.ClickException(str(error)) from None
-
-
-def _scoped(fn: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(fn)
-    def wrapper(store: str, env: str, kind: str, agent: str, id_: str | None, **rest: Any) -> None:
-        with _opened(store, env, kind, agent, id_) as scope:
-            fn(scope, **rest)
-    return wrapper
 
 
 @click.group()
@@ -76,13 +78,13 @@ def state() -> None:
 @state.command()
 @_scope_options
 @click.argument("key")
-@_scoped
-def get(scope: Scope, key: str) -> None:
+def get(key: str, **where: Any) -> None:
     """Print {"key", "value", "version"}; a missing key is a not_found error."""
-    value, version = scope.get_versioned(key)
-    if version == 0:
-        raise NotFound(f"no key {key!r} in this scope")
-    _echo({"key": key, "value": value, "version": version})
+    with _opened(where, reads=True, key=key) as scope:
+        value, version = scope.get_versioned(key)
+        if version == 0:
+            raise NotFound(f"no key {key!r} in this scope")
+        _echo({"key": key, "value": value, "version": version})
 
 
 @state.command()
@@ -90,30 +92,29 @@ def get(scope: Scope, key: str) -> None:
 @click.option("--if-version", type=int, default=None, help="Write only if the key is at this version (0: absent).")
 @click.argument("key")
 @click.argument("value", required=False)
-@_scoped
-def put(scope: Scope, key: str, value: str | None, if_version: int | None) -> None:
+def put(key: str, value: str | None, if_version: int | None, **where: Any) -> None:
     """Write VALUE (JSON; read from stdin when left out) and print {"key", "version"}."""
-    from .. import values
-
-    parsed = values.parse(sys.stdin.read() if value is None else value)
-    _echo({"key": key, "version": scope.put(key, parsed, if_version=if_version)})
+    with _json_errors(where["store"]):
+        parsed = values.parse(sys.stdin.read() if value is None else value)
+    with _opened(where, reads=False, key=key) as scope:
+        _echo({"key": key, "version": scope.put(key, parsed, if_version=if_version)})
 
 
 @state.command()
 @_scope_options
 @click.option("--if-version", type=int, default=None, help="Delete only if the key is at this version.")
 @click.argument("key")
-@_scoped
-def delete(scope: Scope, key: str, if_version: int | None) -> None:
+def delete(key: str, if_version: int | None, **where: Any) -> None:
     """Delete KEY (also when absent) and print {"key", "deleted": true}."""
-    scope.delete(key, if_version=if_version)
-    _echo({"key": key, "deleted": True})
+    with _opened(where, reads=True, key=key) as scope:
+        scope.delete(key, if_version=if_version)
+        _echo({"key": key, "deleted": True})
 
 
 @state.command(name="ls")
 @_scope_options
 @click.option("--prefix", default="", help="Only keys starting with this.")
-@_scoped
-def ls(scope: Scope, prefix: str) -> None:
+def ls(prefix: str, **where: Any) -> None:
     """Print {"keys": [{"key", "version"}, ...]} in key order."""
-    _echo({"keys": [{"key": key, "version": version} for key, version in scope.keys(prefix)]})
+    with _opened(where, reads=True) as scope:
+        _echo({"keys": [{"key": key, "version": version} for key, version in scope.keys(prefix)]})

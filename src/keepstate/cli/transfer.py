@@ -1,23 +1,26 @@
 """``keepstate export`` and ``keepstate import``: move a store's records as JSON lines.
 
-A progress counter shows on a terminal (standard error), never in the dump itself.
+A progress counter shows on a terminal (standard error), never in the dump itself. Export only
+reads, so it refuses a SQLite store that does not exist; an export cut short (Ctrl-C, a closed
+pipe) says so and leaves a dump without its end line, which import refuses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
 
-from ..transfer import Tick, export_lines, import_lines
+from ..transfer import BadDump, Tick, export_lines, load_dump, read_dump
+from .failures import fail, quiet_libraries, store_errors
+from .stores import check_store_option
 
-T = TypeVar("T")
 STORE = click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
                      help="Store URL (env KEEPSTATE_STORE).")
 
@@ -46,23 +49,35 @@ def export(store: str) -> None:
             out.write(line + b"\n")
         out.flush()
 
-    with _progress("exporting") as tick:
-        _run(run(tick))
+    with quiet_libraries(), store_errors(store, "export"):
+        check_store_option(store, must_exist=True)
+        with _closed_output(), _progress("exporting") as tick:
+            asyncio.run(run(tick))
 
 
 @click.command(name="import")
 @STORE
 def import_(store: str) -> None:
     """Read a dump (from keepstate export) on standard input into a store."""
-    with _progress("importing") as tick:
-        counts = _run(import_lines(store, sys.stdin.buffer, tick))
-    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "nothing"
+    with quiet_libraries(), store_errors(store, "import into"):
+        check_store_option(store)
+        try:
+            with _progress("reading") as tick:
+                checked = read_dump(sys.stdin.buffer, tick)
+            with checked, _progress("importing") as tick:
+                counts = asyncio.run(load_dump(store, checked, tick))
+        except BadDump as error:
+            fail(str(error))
+    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "no records"
     click.echo(f"imported {summary}", err=True)
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run the transfer; a bad dump or store becomes a one-line error, not a traceback."""
+@contextmanager
+def _closed_output() -> Iterator[None]:
+    """Standard output closed by its reader (``| head``): one line, and no second complaint from
+    Python when it flushes standard output at exit."""
     try:
-        return asyncio.run(coro)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
+        yield
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        fail("standard output was closed before the dump was complete")

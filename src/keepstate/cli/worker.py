@@ -5,6 +5,12 @@ command's ``--url``/``--key``/``--concurrency`` — or, without flags, ``KEEPSTA
 ``KEEPSTATE_KEY`` — override what the module passed to the constructor, so one module runs
 against any server. The first Ctrl-C / SIGTERM lets the invocations in flight finish; a second
 one interrupts them.
+
+Before it claims anything the command checks that a keepstate server answers at the URL, so a
+server that is down or a URL that is wrong is one line and exit status 1 rather than a worker
+retrying quietly; once it is claiming, the worker rides out outages, retrying with backoff. Logs:
+one line when it starts claiming and one per invocation (done, held, failed) at INFO; httpx's
+line per request only with ``--log-level DEBUG``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from typing import Any
 
 import click
 
+from .failures import INTERRUPTED, fail
+
+HTTP_LOGGERS = ("httpx", "httpcore")
+PROBE_TIMEOUT_S = 5.0
 
 def _find(target: str) -> Any:
     """The worker object named by ``MODULE:ATTRIBUTE``, or the only worker in ``MODULE``."""
@@ -28,7 +38,7 @@ def _find(target: str) -> Any:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
+    except (ImportError, ValueError) as error:  # ValueError: the module's Worker(...) got a malformed URL
         raise click.BadParameter(f"cannot import {module_name!r}: {error}", param_hint="MODULE:WORKER") from None
     if attribute:
         found = getattr(module, attribute, None)
@@ -59,16 +69,49 @@ def worker(
     from ..client import AsyncWorker
     from ..errors import KeepstateError
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(log_level.upper())
+    if url:
+        _check_url(url)
+        os.environ["KEEPSTATE_URL"] = url  # the flag wins over the environment, also in the module's Worker()
     found = _find(target)
     found.configure(base_url=url, key=key, concurrency=concurrency)
     if poll is not None:
         found.settings.claim_wait = poll
+    _probe(found.settings.config().base_url)
     try:
         handled = asyncio.run(found.run()) if isinstance(found, AsyncWorker) else found.run()
     except KeepstateError as error:
-        raise click.ClickException(f"{error.code}: {error.message}") from None
+        fail(f"{error.code}: {error.message}")
     except (KeyboardInterrupt, asyncio.CancelledError):
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     click.echo(f"stopped after {handled} invocation(s)", err=True)
+
+
+def _check_url(url: str) -> None:
+    from ..client._core import check_base_url
+
+    try:
+        check_base_url(url, "the server URL")
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--url") from None
+
+
+def _configure_logging(level: str) -> None:
+    """The worker's own lines at ``level``; httpx's line per request only when debugging."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _probe(base_url: str) -> None:
+    """Exit with one line unless a keepstate server answers ``GET /healthz`` at ``base_url``."""
+    import httpx
+
+    try:
+        answer = httpx.get(f"{base_url}/healthz", timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError as error:
+        fail(f"cannot reach keepstate at {base_url}: {error or type(error).__name__} (is keepstate serve running?)")
+    if answer.status_code != 200:
+        fail(f"no keepstate server answers at {base_url}: GET /healthz gave HTTP {answer.status_code}")

@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import orjson
@@ -51,8 +51,12 @@ class Config:
     def build(
         cls, base_url: str | None, key: str | None, timeout: float = DEFAULT_TIMEOUT, retries: int = DEFAULT_RETRIES
     ) -> Config:
-        """Fill ``base_url`` and ``key`` from ``KEEPSTATE_URL`` / ``KEEPSTATE_KEY`` when not given."""
-        url = base_url or os.environ.get("KEEPSTATE_URL") or DEFAULT_URL
+        """Fill ``base_url`` and ``key`` from ``KEEPSTATE_URL`` / ``KEEPSTATE_KEY`` when not given.
+
+        Raises ValueError for a base URL that is not ``http://host[:port]`` or ``https://host[:port]``
+        (an optional path allowed), so a typo is an error here, not ``Unavailable`` at the first call."""
+        source = "base_url" if base_url else "KEEPSTATE_URL" if os.environ.get("KEEPSTATE_URL") else "default"
+        url = check_base_url(base_url or os.environ.get("KEEPSTATE_URL") or DEFAULT_URL, source)
         return cls(url.rstrip("/"), key or os.environ.get("KEEPSTATE_KEY") or None, float(timeout), retries)
 
     def client_options(self) -> dict[str, Any]:
@@ -62,6 +66,20 @@ class Config:
             "timeout": httpx.Timeout(self.timeout),
             "headers": {"user-agent": USER_AGENT, "accept": "application/json"},
         }
+
+
+def check_base_url(url: str, source: str = "base_url") -> str:
+    """``url`` when it is the base URL of a server; else ValueError naming it and the expected form."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme in ("http", "https") and parts.hostname and port_ok and not (parts.query or parts.fragment):
+        return url
+    hint = f" (did you mean http://{url}?)" if "://" not in url else ""
+    raise ValueError(f"{source} {url!r} is not a keepstate server URL: expected http://host:port or "
+                     f"https://host[:port]{hint}")
 
 
 def _keep(answer: Any) -> Any:

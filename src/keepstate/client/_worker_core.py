@@ -93,9 +93,12 @@ class WorkerSettings:
     def __init__(self, base_url: str | None, key: str | None, concurrency: int, timeout: float, claim_wait: float):
         self.base_url, self.key = base_url, key
         self.concurrency, self.timeout, self.claim_wait = concurrency, timeout, claim_wait
+        self.config()  # a malformed URL (given or in KEEPSTATE_URL) is a ValueError now, not at the first claim
 
     def configure(self, base_url: str | None = None, key: str | None = None, concurrency: int | None = None) -> None:
         """Override settings before ``run`` (flags win over the environment and the constructor)."""
+        if base_url:
+            Config.build(base_url, key or self.key, self.timeout)
         self.base_url = base_url or self.base_url
         self.key = key or self.key
         if concurrency is not None:
@@ -105,6 +108,11 @@ class WorkerSettings:
 
     def config(self) -> Config:
         return Config.build(self.base_url, self.key, self.timeout)
+
+    def ready_line(self, agents: list[str]) -> str:
+        """What a worker logs once when it starts claiming."""
+        return (f"claiming invocations of {', '.join(agents)} from {self.config().base_url} "
+                f"(concurrency {self.concurrency})")
 
 
 F = TypeVar("F", bound=Callable[..., Any])

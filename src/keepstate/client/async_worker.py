@@ -78,6 +78,7 @@ class AsyncWorker(AgentRegistration):
         budget = Budget(stop_after)
         try:
             with _graceful_signals(asyncio.get_running_loop(), self.stop):
+                log.info(self.settings.ready_line(agents))
                 await asyncio.gather(*(self._loop(agents, budget) for _ in range(self.settings.concurrency)))
         finally:
             await self.aclose()

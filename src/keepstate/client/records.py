@@ -6,17 +6,22 @@ newer server adds are ignored, so an older SDK keeps working against a newer ser
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, TypeVar
 
 R = TypeVar("R")
 
 
 def _from_dict(cls: type[R], data: Any) -> R:
+    """``cls`` from the fields of ``data`` it names; a field absent (or null) takes its default, else None."""
     if not isinstance(data, dict):
         raise TypeError(f"expected a JSON object for {cls.__name__}, got {type(data).__name__}")
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    return cls(**{name: data.get(name) for name in names})
+    found = {}
+    for field in fields(cls):  # type: ignore[arg-type]
+        value = data.get(field.name)
+        if value is not None or field.default is MISSING:
+            found[field.name] = value
+    return cls(**found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +42,10 @@ class Session:
 @dataclass(frozen=True, slots=True)
 class Run:
     """One turn. ``status``: queued, running, done, failed, held, interrupted, cancelled or expired
-    (no worker took it within its ``queue_timeout``)."""
+    (no worker took it within its ``queue_timeout``).
+
+    ``cancel_requested``: a cancel was asked while it was running; its worker sees it at the next heartbeat.
+    ``queue_deadline``: while it is queued, when it expires (ms since the epoch)."""
 
     id: str
     agent: str
@@ -52,10 +60,15 @@ class Run:
     decision: Any
     created_at: int | None
     updated_at: int | None
+    cancel_requested: bool = False
+    queue_deadline: int | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> Run:
-        return _from_dict(cls, data)
+        run = _from_dict(cls, data)
+        if isinstance(run.cancel_requested, bool):
+            return run
+        return replace(run, cancel_requested=bool(run.cancel_requested))
 
     @property
     def finished(self) -> bool:

@@ -96,6 +96,7 @@ class Worker(AgentRegistration):
         with _graceful_signals(self.stop):
             for thread in threads:
                 thread.start()
+            log.info(self.settings.ready_line(agents))
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)

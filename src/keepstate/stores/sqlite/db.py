@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import quote
 
-from ...errors import Unavailable
+from ...errors import NotFound, Unavailable
 from ..migrations import pending_steps, split_sql
 
 T = TypeVar("T")
@@ -64,6 +65,24 @@ def connect(path: str, synchronous: str = "FULL") -> sqlite3.Connection:
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def require_store(path: str) -> None:
+    """Raise ``NotFound`` unless ``path`` is a file holding a keepstate store.
+
+    It only reads, through a read-only connection (no file, table or journal mode is created), so
+    that a command which only reads can refuse a store that is not there rather than make one."""
+    if not os.path.isfile(path):
+        raise NotFound(f"no keepstate store at {path}: the file does not exist")
+    with translate_errors():
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
+        try:
+            query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            found = conn.execute(query, (SCHEMA_TABLE,)).fetchone()
+        finally:
+            conn.close()
+    if found is None:
+        raise NotFound(f"no keepstate store at {path}: the file holds no keepstate tables")
 
 
 def _enter_wal(conn: sqlite3.Connection) -> None:
