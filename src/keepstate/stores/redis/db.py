@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import Unavailable
+from ..ending import cancel_requests, raise_lost_cancel
 
 try:
     import redis.asyncio as aioredis
@@ -50,10 +51,13 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
 
 @asynccontextmanager
 async def translate_errors() -> AsyncIterator[None]:
-    """Connection trouble becomes Unavailable; a script error stays a bug."""
+    """Connection trouble becomes Unavailable; a script error stays a bug; a cancellation that
+    redis-py's send swallowed (``asyncio.wait_for``, see ``raise_lost_cancel``) is raised."""
+    before = cancel_requests()
     try:
         yield
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as error:
         raise Unavailable(f"redis: {error}") from error
     except redis_errors.BusyLoadingError as error:
         raise Unavailable(f"redis: {error}") from error
+    raise_lost_cancel(before)
