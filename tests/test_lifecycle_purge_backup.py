@@ -22,12 +22,13 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
 
 import keepstate
+from backends import declaring
 from cliproc import run_cli, start_cli
 from keepstate.clock import now_ms
 from keepstate.platform import open_platform
@@ -40,10 +41,8 @@ FINISHED = ("done", "failed", "interrupted", "cancelled", "expired")
 KEPT = ("queued", "running", "held")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request: pytest.FixtureRequest) -> str:
-    fixture = {"sqlite": "sqlite_url", "postgres": "pg_url"}[request.param]
-    return str(request.getfixturevalue(fixture))
+SHARED = pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
+"""The stores several server processes share: one SQLite file, one PostgreSQL schema."""
 
 
 @contextmanager
@@ -108,20 +107,20 @@ async def stored_run_ids(store: str, table: str = "ks_runs", column: str = "id")
 # ---------------------------------------------------------------- traffic
 
 
-class Traffic:
-    """Threads starting, claiming and completing runs, and reading state, through both servers until
-    stopped; every answer's status is counted."""
+class Threads:
+    """``count`` threads running ``self.loop(index)`` from ``with`` until its end."""
 
-    def __init__(self, pair: Pair) -> None:
-        self.pair = pair
-        self.member, self.worker = new_key(pair[0], "member"), new_key(pair[1], "worker")
-        self.statuses: Counter[int] = Counter()
-        self.run_ids: set[str] = set()
+    def __init__(self, count: int) -> None:
         self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._turns, args=(i,)) for i in range(3)]
+        self._threads = [threading.Thread(target=self.loop, args=(i,)) for i in range(count)]
 
-    def __enter__(self) -> Traffic:
+    def loop(self, index: int) -> None:
+        raise NotImplementedError
+
+    def running(self) -> bool:
+        return not self._stop.is_set()
+
+    def __enter__(self) -> Self:
         for thread in self._threads:
             thread.start()
         return self
@@ -131,16 +130,29 @@ class Traffic:
         for thread in self._threads:
             thread.join()
 
+
+class Traffic(Threads):
+    """Threads starting, claiming and completing runs, and reading state, through both servers until
+    stopped; every answer's status is counted."""
+
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.member, self.worker = new_key(pair[0], "member"), new_key(pair[1], "worker")
+        self.statuses: Counter[int] = Counter()
+        self.run_ids: set[str] = set()
+        self._lock = threading.Lock()
+        super().__init__(3)
+
     def _count(self, answer: httpx.Response) -> httpx.Response:
         with self._lock:
             self.statuses[answer.status_code] += 1
         return answer
 
-    def _turns(self, index: int) -> None:
+    def loop(self, index: int) -> None:
         here, there = (httpx.Client(base_url=server.url, timeout=30) for server in (self.pair[index % 2],
                                                                                      self.pair[1 - index % 2]))
         with here, there:
-            while not self._stop.is_set():
+            while self.running():
                 run = self._count(here.post("/v0/runs", json={"agent": f"live{index}"}, headers=self.member))
                 if run.status_code != 202:
                     continue
@@ -159,41 +171,43 @@ class Traffic:
 # ---------------------------------------------------------------- purge
 
 
-def test_purge_removes_only_old_finished_runs_while_two_servers_serve(shared_store: str) -> None:
-    old = asyncio.run(load_runs(shared_store, {"done": 1500, "failed": 300, "interrupted": 100, "cancelled": 100,
+@SHARED
+def test_purge_removes_only_old_finished_runs_while_two_servers_serve(backend_url: str) -> None:
+    old = asyncio.run(load_runs(backend_url, {"done": 1500, "failed": 300, "interrupted": 100, "cancelled": 100,
                                                "expired": 300, "queued": 20, "running": 5, "held": 20}, OLD))
-    young = asyncio.run(load_runs(shared_store, {"done": 50, "expired": 10}, now_ms() - DAY_MS))
-    with keepstate.open(shared_store) as store:
+    young = asyncio.run(load_runs(backend_url, {"done": 50, "expired": 10}, now_ms() - DAY_MS))
+    with keepstate.open(backend_url) as store:
         kept_state = store.scope("run", agent="old-done", id=sorted(old["done"])[0])
         kept_state.put("notes", {"kept": True})
     doomed = set().union(*(old[status] for status in FINISHED))
-    dry = run_cli("purge", "--store", shared_store, "--older-than", "5", "--dry-run")
+    dry = run_cli("purge", "--store", backend_url, "--older-than", "5", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.startswith(f"would purge {len(doomed)} "), dry.stderr
-    with serve_pair(shared_store) as pair:
+    with serve_pair(backend_url) as pair:
         with Traffic(pair) as traffic:
             time.sleep(1)
-            done = run_cli("purge", "--store", shared_store, "--older-than", "5", timeout=120)
+            done = run_cli("purge", "--store", backend_url, "--older-than", "5", timeout=120)
             time.sleep(0.5)
         assert done.returncode == 0 and done.stdout.startswith(f"purged {len(doomed)} "), (done.stdout, done.stderr)
         assert set(traffic.statuses) <= {200, 202, 204}, traffic.statuses
         assert traffic.statuses[202] > 10  # the servers kept serving while it purged
-        remaining = asyncio.run(stored_run_ids(shared_store))
+        remaining = asyncio.run(stored_run_ids(backend_url))
         assert not remaining & doomed
         assert remaining >= set().union(*(old[status] for status in KEPT), *young.values(), traffic.run_ids)
-        invocations = asyncio.run(stored_run_ids(shared_store, "ks_invocations", "run_id"))
+        invocations = asyncio.run(stored_run_ids(backend_url, "ks_invocations", "run_id"))
         assert not invocations & doomed and invocations >= set().union(*(old[status] for status in KEPT))
-    with keepstate.open(shared_store) as store:
+    with keepstate.open(backend_url) as store:
         assert store.scope("run", agent="old-done", id=sorted(old["done"])[0]).get("notes") == {"kept": True}
-    again = run_cli("purge", "--store", shared_store, "--older-than", "5")
+    again = run_cli("purge", "--store", backend_url, "--older-than", "5")
     assert again.returncode == 0 and again.stdout.startswith("purged 0 "), again.stderr
 
 
-def test_serve_with_a_retention_purges_old_finished_runs_by_itself(shared_store: str) -> None:
-    old = asyncio.run(load_runs(shared_store, {"done": 1200, "cancelled": 10, "queued": 5, "held": 5}, OLD))
-    with serve_pair(shared_store, "--retention-days", "5") as pair:
+@SHARED
+def test_serve_with_a_retention_purges_old_finished_runs_by_itself(backend_url: str) -> None:
+    old = asyncio.run(load_runs(backend_url, {"done": 1200, "cancelled": 10, "queued": 5, "held": 5}, OLD))
+    with serve_pair(backend_url, "--retention-days", "5") as pair:
         give_up = time.monotonic() + 30
         while time.monotonic() < give_up:
-            remaining = asyncio.run(stored_run_ids(shared_store))
+            remaining = asyncio.run(stored_run_ids(backend_url))
             if not remaining & (old["done"] | old["cancelled"]):
                 break
             time.sleep(0.5)
@@ -207,7 +221,7 @@ def test_serve_with_a_retention_purges_old_finished_runs_by_itself(shared_store:
 # ---------------------------------------------------------------- backup
 
 
-class Writers:
+class Writers(Threads):
     """Threads each writing 1, 2, 3 … to its own key through alternating servers, remembering the last
     number acknowledged, and when."""
 
@@ -223,24 +237,13 @@ class Writers:
             self.tokens.append(claimed.json()["token"])
         self.acked = [0] * count
         self.acked_at: list[list[float]] = [[] for _ in range(count)]
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._write, args=(i,)) for i in range(count)]
+        super().__init__(count)
 
-    def __enter__(self) -> Writers:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-
-    def _write(self, index: int) -> None:
+    def loop(self, index: int) -> None:
         clients = [httpx.Client(base_url=url, timeout=30) for url in self.urls]
         headers = {"x-agentos-run-token": self.tokens[index]}
         try:
-            while not self._stop.is_set():
+            while self.running():
                 value = self.acked[index] + 1
                 answer = clients[value % 2].put("/v0/state/agent/counter", json={"value": value}, headers=headers)
                 assert answer.status_code == 200, answer.text

@@ -21,24 +21,26 @@ from typing import Any
 import httpx
 import pytest
 
+from backends import declaring
 from keepstate.clock import now_ms
 from serverproc import ServerInfo, running_server, stop
 
 Pair = tuple[ServerInfo, ServerInfo]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_store(request: pytest.FixtureRequest) -> str:
-    fixture = {"sqlite": "sqlite_url", "postgres": "pg_url"}[request.param]
-    return str(request.getfixturevalue(fixture))
+SHARED = pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
+"""The stores several server processes share: one SQLite file, one PostgreSQL schema."""
+
+
+pytestmark = SHARED
 
 
 @pytest.fixture
-def pair(shared_store: str) -> Iterator[Pair]:
+def pair(backend_url: str) -> Iterator[Pair]:
     key = f"ks_pair_{secrets.token_urlsafe(24)}"
     with ExitStack() as stack:
-        yield (stack.enter_context(running_server(shared_store, admin_key=key)),
-               stack.enter_context(running_server(shared_store, admin_key=key)))
+        yield (stack.enter_context(running_server(backend_url, admin_key=key)),
+               stack.enter_context(running_server(backend_url, admin_key=key)))
 
 
 def bearer(key: str) -> dict[str, str]:

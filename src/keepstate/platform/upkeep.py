@@ -8,7 +8,8 @@ its queue deadline is never claimed and never blocks its session even if no swee
 claim's and the turn's own statements judge the deadline.
 
 A purge deletes in batches (``PURGE_BATCH`` runs, each batch one short transaction) with a pause
-between them, so the servers' own writes are never held up behind one long delete.
+between them as long as the batch took, so the servers' own writes are never held up behind one
+long delete and a purge never takes more than half of what the machine (or the database) gives it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 
 from ..clock import now_ms
@@ -32,7 +34,10 @@ QUEUE_SWEEP_S = 1.0
 """How often a server expires overdue queued runs (queue timeouts are whole seconds or more)."""
 PURGE_BATCH = 1000
 PURGE_PAUSE_S = 0.02
-"""Between two purge batches: the lock is free for the servers' writes."""
+"""The least pause between two purge batches: the lock is free for the servers' writes."""
+PURGE_DUTY = 1.0
+"""After each batch a purge pauses this many times as long as the batch took (at least ``PURGE_PAUSE_S``),
+so it uses at most half of its time, and of a CPU or the database, however loaded the machine is."""
 PURGE_EVERY_S = 600.0
 """How often a server with ``--retention-days`` purges (less for a retention under a few hours)."""
 PURGE_FIRST_S = 1.0
@@ -52,13 +57,14 @@ async def purge(
     time; how many runs went. Runs finishing meanwhile are left for the next purge."""
     total = 0
     while True:
+        started = time.perf_counter()
         gone = await repo.purge_runs(before, batch)
         total += gone
         if progress is not None:
             progress(total)
         if gone < batch:
             return total
-        await asyncio.sleep(pause)
+        await asyncio.sleep(max(pause, (time.perf_counter() - started) * PURGE_DUTY))
 
 
 async def expire_queued(platform: Platform) -> int:

@@ -90,28 +90,26 @@ INSERT_RUN = pg(sql.INSERT_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 INSERT_SESSION_RUN = pg(sql.INSERT_SESSION_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 FINISH_RUN = {kind: pg(text) + f" RETURNING {sql.RUN_COLUMNS}" for kind, text in sql.FINISH_RUN.items()}
 
-EXPIRE = """WITH lost AS (
-    UPDATE ks_invocations SET status = 'lost'
-    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = 'running' AND lease_until < %(now)s
+def _sweep(invocations: tuple[str, str], due: str, runs: tuple[str, str]) -> str:
+    """One sweep statement: invocations in ``invocations[0]`` whose ``due`` column is before ``now``
+    move to ``invocations[1]``, skipping rows another sweeper (or a claim) holds, and their runs from
+    ``runs[0]`` to ``runs[1]``; it returns how many invocations it moved."""
+    return f"""WITH ended AS (
+    UPDATE ks_invocations SET status = '{invocations[1]}'
+    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = '{invocations[0]}' AND {due} < %(now)s
                   FOR UPDATE SKIP LOCKED)
     RETURNING run_id
-), interrupted AS (
-    UPDATE ks_runs SET status = 'interrupted', updated_at = %(now)s
-    WHERE id IN (SELECT run_id FROM lost) AND status = 'running'
+), moved AS (
+    UPDATE ks_runs SET status = '{runs[1]}', updated_at = %(now)s
+    WHERE id IN (SELECT run_id FROM ended) AND status = '{runs[0]}'
 )
-SELECT count(*) FROM lost"""
+SELECT count(*) FROM ended"""
 
-EXPIRE_QUEUED = """WITH due AS (
-    UPDATE ks_invocations SET status = 'expired'
-    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = 'queued' AND queue_deadline < %(now)s
-                  FOR UPDATE SKIP LOCKED)
-    RETURNING run_id
-), expired AS (
-    UPDATE ks_runs SET status = 'expired', updated_at = %(now)s
-    WHERE id IN (SELECT run_id FROM due) AND status = 'queued'
-    RETURNING 1
-)
-SELECT count(*) FROM expired"""
+
+EXPIRE = _sweep(("running", "lost"), "lease_until", ("running", "interrupted"))
+EXPIRE_QUEUED = _sweep(("queued", "expired"), "queue_deadline", ("queued", "expired"))
+"""A queued run has exactly one queued invocation, with its deadline: each one moved is one run expired."""
+
 
 PURGE = f"""WITH batch AS (
     SELECT seq, id FROM ks_runs WHERE {sql.FINISHED} AND updated_at < %(before)s
