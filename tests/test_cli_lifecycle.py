@@ -101,6 +101,8 @@ def test_keys_list_shows_no_secret_and_revoke_is_401_on_a_running_server(tmp_pat
 
 
 def test_purge_on_postgres_counts_then_purges(pg_url: str) -> None:
+    assert_one_line_error(run_cli("purge", "--store", pg_url, "--older-than", "0"), "no keepstate", "never creates")
+    assert run_cli("keys", "create", "--role", "member", "--store", pg_url).returncode == 0
     dry = run_cli("purge", "--store", pg_url, "--older-than", "0", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.startswith("would purge 0 finished run(s)"), dry.stderr
     assert run_cli("purge", "--store", pg_url, "--older-than", "0.5").stdout.startswith("purged 0 ")

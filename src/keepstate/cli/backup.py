@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from ..stores import scheme_of
 from .failures import quiet_libraries, store_errors
 from .stores import NEVER_CREATES, check_store_option
 
@@ -26,7 +27,10 @@ OTHER_TOOLS = {
 @click.argument("out", metavar="OUT.db", type=click.Path(dir_okay=False))
 def backup(store: str, out: str, force: bool) -> None:
     """Copy a live SQLite store to OUT.db, consistently, and check the copy."""
-    scheme = check_store_option(store)
+    try:
+        scheme = scheme_of(store)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--store") from None
     if scheme != "sqlite":
         tool = OTHER_TOOLS["postgresql" if scheme == "postgres" else scheme]
         raise click.BadParameter(f"keepstate backup copies SQLite stores; for {scheme}:// {tool} "

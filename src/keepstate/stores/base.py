@@ -420,6 +420,12 @@ class Database(ABC):
     url: str
     capabilities: Capabilities
 
+    @classmethod
+    def preflight(cls, url: str, must_exist: bool) -> None:
+        """Check ``url`` without opening or creating anything (``stores.preflight``); by default the
+        open itself is the check."""
+        return None
+
     @abstractmethod
     async def state(self) -> StateFacet:
         """The state facet, asynchronous."""

@@ -95,6 +95,12 @@ async def _release(url: str, pooled: _Pooled) -> None:
 class PostgresDatabase(Database):
     capabilities = CAPABILITIES
 
+    @classmethod
+    def preflight(cls, url: str, must_exist: bool) -> None:
+        """With ``must_exist``, refuse a database (or schema) holding no keepstate store, creating nothing."""
+        if must_exist:
+            db.require_store(db.pg_url(url))
+
     def __init__(self, url: str) -> None:
         self.url = db.pg_url(url)
         self._pooled: _Pooled | None = None

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ...errors import Unavailable
+from ...errors import NotFound, Unavailable
 from ..ending import cancel_requests, raise_lost_cancel
 from ..migrations import pending_steps
 
@@ -38,6 +38,10 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     psycopg_pool.PoolTimeout,
     psycopg_pool.PoolClosed,
     OSError,
+    # the database is there but this URL cannot use it: a search_path naming no schema, no rights to it
+    psycopg.errors.InvalidSchemaName,
+    psycopg.errors.InsufficientPrivilege,
+    psycopg.errors.ReadOnlySqlTransaction,
 )
 
 
@@ -66,7 +70,7 @@ def translate_errors() -> Iterator[None]:
     try:
         yield
     except _UNAVAILABLE as error:
-        raise Unavailable(f"postgresql: {error}".strip()) from error
+        raise Unavailable("postgresql: " + " ".join(str(error).split())) from error
 
 
 class _AsyncPool(psycopg_pool.AsyncConnectionPool):
@@ -211,3 +215,12 @@ def migrate(pool: psycopg_pool.ConnectionPool, component: str, steps: Sequence[s
         for version, script in pending_steps(steps, row[0] if row else 0):
             conn.execute(script)
             conn.execute(record, (component, version))
+
+
+def require_store(url: str) -> None:
+    """NotFound unless the URL's database and schema hold keepstate's tables; one direct connection,
+    creating nothing (for the commands that only read)."""
+    with translate_errors(), psycopg.connect(pg_url(url), **_connect_kwargs()) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (SCHEMA_TABLE,)).fetchone()
+    if found is None or found[0] is None:
+        raise NotFound("no keepstate store in this PostgreSQL database and schema: its tables are not there")

@@ -46,6 +46,10 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
         health_check_interval=30, retry_on_timeout=False,
         retry=Retry(NoBackoff(), 0),  # redis-py retries 3x by default: a resent append would add twice
     )
+    try:  # redis-py takes the URL's options only when it makes a connection: try one now, unconnected
+        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    except TypeError as error:
+        raise ValueError(f"a Redis store URL option is not one redis-py knows: {error}") from None
     return client, prefix
 
 
