@@ -19,48 +19,21 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Self
 
 import httpx
-import pytest
 
 import keepstate
-from backends import declaring
 from cliproc import run_cli, start_cli
 from keepstate.clock import now_ms
 from keepstate.platform import open_platform
-from serverproc import ServerInfo, running_server
+from lifecycle_support import SHARED, Pair, bearer, new_key, serve_pair
 
-Pair = tuple[ServerInfo, ServerInfo]
 DAY_MS = 86_400_000
 OLD = now_ms() - 10 * DAY_MS
 FINISHED = ("done", "failed", "interrupted", "cancelled", "expired")
 KEPT = ("queued", "running", "held")
-
-
-SHARED = pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
-"""The stores several server processes share: one SQLite file, one PostgreSQL schema."""
-
-
-@contextmanager
-def serve_pair(store: str, *extra: str) -> Iterator[Pair]:
-    key = f"ks_pair_{secrets.token_urlsafe(24)}"
-    with ExitStack() as stack:
-        yield (stack.enter_context(running_server(store, admin_key=key, lease=600, extra_args=extra)),
-               stack.enter_context(running_server(store, admin_key=key, lease=600, extra_args=extra)))
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def new_key(server: ServerInfo, role: str) -> dict[str, str]:
-    answer = httpx.post(f"{server.url}/v0/keys", json={"role": role}, headers=bearer(server.admin_key))
-    assert answer.status_code == 201, answer.text
-    return bearer(answer.json()["key"])
 
 
 # ---------------------------------------------------------------- old rows
@@ -182,7 +155,7 @@ def test_purge_removes_only_old_finished_runs_while_two_servers_serve(backend_ur
     doomed = set().union(*(old[status] for status in FINISHED))
     dry = run_cli("purge", "--store", backend_url, "--older-than", "5", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.startswith(f"would purge {len(doomed)} "), dry.stderr
-    with serve_pair(backend_url) as pair:
+    with serve_pair(backend_url, lease=600) as pair:
         with Traffic(pair) as traffic:
             time.sleep(1)
             done = run_cli("purge", "--store", backend_url, "--older-than", "5", timeout=120)
@@ -204,7 +177,7 @@ def test_purge_removes_only_old_finished_runs_while_two_servers_serve(backend_ur
 @SHARED
 def test_serve_with_a_retention_purges_old_finished_runs_by_itself(backend_url: str) -> None:
     old = asyncio.run(load_runs(backend_url, {"done": 1200, "cancelled": 10, "queued": 5, "held": 5}, OLD))
-    with serve_pair(backend_url, "--retention-days", "5") as pair:
+    with serve_pair(backend_url, "--retention-days", "5", lease=600) as pair:
         give_up = time.monotonic() + 30
         while time.monotonic() < give_up:
             remaining = asyncio.run(stored_run_ids(backend_url))
@@ -260,7 +233,7 @@ def test_a_backup_under_write_load_opens_and_holds_every_acknowledged_write(tmp_
         bulk = store.scope("agent", agent="bulk")
         for n in range(120):
             bulk.put(f"blob{n}", "x" * 200_000)
-    with serve_pair(source) as pair:
+    with serve_pair(source, lease=600) as pair:
         with Writers(pair) as writers:
             time.sleep(1.0)
             before = list(writers.acked)  # each acknowledged before the backup process even starts

@@ -9,48 +9,27 @@ and expires even when the server it was started on is gone.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from typing import Any
 
 import httpx
 import pytest
 
-from backends import declaring
 from keepstate.clock import now_ms
-from serverproc import ServerInfo, running_server, stop
-
-Pair = tuple[ServerInfo, ServerInfo]
-
-
-SHARED = pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
-"""The stores several server processes share: one SQLite file, one PostgreSQL schema."""
-
+from lifecycle_support import SHARED, Pair, new_key, serve_pair
+from serverproc import ServerInfo, stop
 
 pytestmark = SHARED
 
 
 @pytest.fixture
 def pair(backend_url: str) -> Iterator[Pair]:
-    key = f"ks_pair_{secrets.token_urlsafe(24)}"
-    with ExitStack() as stack:
-        yield (stack.enter_context(running_server(backend_url, admin_key=key)),
-               stack.enter_context(running_server(backend_url, admin_key=key)))
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def new_key(server: ServerInfo, role: str) -> dict[str, str]:
-    answer = httpx.post(f"{server.url}/v0/keys", json={"role": role}, headers=bearer(server.admin_key))
-    assert answer.status_code == 201, answer.text
-    return bearer(answer.json()["key"])
+    with serve_pair(backend_url) as servers:
+        yield servers
 
 
 def start(server: ServerInfo, member: dict[str, str], **body: Any) -> httpx.Response:
