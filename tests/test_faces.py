@@ -16,7 +16,18 @@ import pytest
 
 from keepstate import AsyncClient, AsyncInvocation, AsyncScope, AsyncWorker, Client, Invocation, Scope, Worker
 from keepstate.batch import AsyncBatch, Batch
-from keepstate.client import AsyncCallerState, AsyncKeys, AsyncRuns, AsyncSessions, CallerState, Keys, Runs, Sessions
+from keepstate.client import (
+    Agents,
+    AsyncAgents,
+    AsyncCallerState,
+    AsyncKeys,
+    AsyncRuns,
+    AsyncSessions,
+    CallerState,
+    Keys,
+    Runs,
+    Sessions,
+)
 from keepstate.client.invocation import AsyncHttpOps, AsyncState, HttpOps, State
 from keepstate.embedded import AsyncStoreOps, StoreOps
 from keepstate.scope import AsyncScopeOps, ScopeOps
@@ -57,7 +68,8 @@ def _same(sync: type, asynchronous: type, only: set[str] | None = None, init: bo
 
 
 @pytest.mark.parametrize(("sync", "asynchronous"), [
-    (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Worker, AsyncWorker),
+    (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Agents, AsyncAgents),
+    (Worker, AsyncWorker),
     (Invocation, AsyncInvocation), (Scope, AsyncScope), (State, AsyncState), (ScopeOps, AsyncScopeOps),
     (HttpOps, AsyncHttpOps), (CallerState, AsyncCallerState), (Batch, AsyncBatch),
 ])

@@ -41,13 +41,25 @@ STARTUP_FAILURE = 3
     "--invocation-lease", "lease", envvar="KEEPSTATE_INVOCATION_LEASE", default=30.0,
     type=click.FloatRange(0.1, 3600), show_default=True, help="Seconds an invocation lives without a heartbeat.",
 )
+@click.option(
+    "--queue-timeout", envvar="KEEPSTATE_QUEUE_TIMEOUT", default=600.0, type=click.FloatRange(1, 86_400),
+    show_default=True, help="Seconds a run may stay queued before it expires, unless it sets its own.",
+)
+@click.option(
+    "--retention-days", envvar="KEEPSTATE_RETENTION_DAYS", default=None, type=click.FloatRange(min=0, min_open=True),
+    help="Purge finished runs older than this many days, in the background (default: keep them).",
+)
 @click.option("--no-console", "no_console", is_flag=True, envvar="KEEPSTATE_NO_CONSOLE",
               help="Do not serve the web console at /console/.")
-def serve(store: str, host: str, port: int, workers: int, lease: float, no_console: bool) -> None:
+def serve(
+    store: str, host: str, port: int, workers: int, lease: float, queue_timeout: float, retention_days: float | None,
+    no_console: bool,
+) -> None:
     """Serve the HTTP API (and the web console at /console/)."""
     admin_key = _admin_key()
     shared = _check(store, workers)
     sock = bind(host, port)
+    app_options = {"queue_timeout": queue_timeout, "retention_days": retention_days, "console": not no_console}
     try:
         if shared:
             with quiet_libraries(), store_errors(store, "serve"):
@@ -55,7 +67,7 @@ def serve(store: str, host: str, port: int, workers: int, lease: float, no_conso
         address = _address(host, sock)
         console = "" if no_console else f", the console at {address}/console/"
         click.echo(f"keepstate: serving {address} over {redact(store)}{console}", err=True)
-        _run(store, lease, workers, sock, console=not no_console, bootstrap_admin=not shared, admin_key=admin_key)
+        _run(store, lease, workers, sock, app_options, bootstrap_admin=not shared, admin_key=admin_key)
     finally:
         sock.close()
 
@@ -118,8 +130,11 @@ def _address(host: str, sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _run(store: str, lease: float, workers: int, sock: socket.socket, console: bool, **bootstrap: Any) -> None:
-    """uvicorn on the bound socket: this process, or ``workers`` processes sharing it."""
+def _run(
+    store: str, lease: float, workers: int, sock: socket.socket, app_options: dict[str, Any], **bootstrap: Any
+) -> None:
+    """uvicorn on the bound socket: this process, or ``workers`` processes sharing it; ``app_options`` holds
+    ``create_app``'s queue_timeout, retention_days and console (the environment carries them to workers)."""
     import uvicorn
 
     options: dict[str, Any] = {"loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
@@ -127,7 +142,7 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, console: b
     if workers == 1:
         from ..server.app import create_app
 
-        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, console=console, **bootstrap), **options))
+        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, **app_options, **bootstrap), **options))
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
         if not server.started:
@@ -136,7 +151,10 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, console: b
     from uvicorn.supervisors import Multiprocess
 
     os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease),
-                       "KEEPSTATE_CONSOLE": "1" if console else "0"})
+                       "KEEPSTATE_QUEUE_TIMEOUT": str(app_options["queue_timeout"]),
+                       "KEEPSTATE_CONSOLE": "1" if app_options["console"] else "0"})
+    if app_options["retention_days"] is not None:
+        os.environ["KEEPSTATE_RETENTION_DAYS"] = str(app_options["retention_days"])
     config = uvicorn.Config("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[sock]).run()
 

@@ -19,7 +19,7 @@ from ..scope import AsyncScope
 from . import _core, calls
 from ._core import Call, Config
 from .invocation import AsyncHttpOps
-from .records import Key, Run, Session
+from .records import Agent, Key, Run, Session
 from .state_calls import StateTarget
 
 T = TypeVar("T")
@@ -83,6 +83,9 @@ class AsyncSessions:
             if after is None or not page:
                 return
 
+    async def update(self, session_id: str, metadata: Any) -> Session:
+        return await self._send(calls.update_session(session_id, metadata))
+
     async def delete(self, session_id: str) -> None:
         await self._send(calls.delete_session(session_id))
 
@@ -94,9 +97,10 @@ class AsyncRuns:
         self._send = sender.send
 
     async def start(
-        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None
+        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None,
+        queue_timeout: float | None = None,
     ) -> Run:
-        return await self._send(calls.start_run(agent, input, session_id, idempotency_key))
+        return await self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
 
     async def get(self, run_id: str) -> Run:
         return await self._send(calls.get_run(run_id))
@@ -127,6 +131,16 @@ class AsyncRuns:
 
     async def cancel(self, run_id: str) -> Run:
         return await self._send(calls.cancel_run(run_id))
+
+
+class AsyncAgents:
+    """``client.agents``, awaited."""
+
+    def __init__(self, sender: AsyncSender) -> None:
+        self._send = sender.send
+
+    async def list(self) -> builtins.list[Agent]:
+        return await self._send(calls.list_agents())
 
 
 class AsyncKeys:
@@ -186,6 +200,7 @@ class AsyncClient:
         self.runs = AsyncRuns(self._sender)
         self.keys = AsyncKeys(self._sender)
         self.state = AsyncCallerState(self._sender)
+        self.agents = AsyncAgents(self._sender)
 
     @property
     def base_url(self) -> str:

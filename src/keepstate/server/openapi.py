@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..platform.service import QUEUE_TIMEOUT_RANGE_S
+from ..stores.records import RUN_STATUSES
+
 Obj = dict[str, Any]
 ANY: Obj = {}
 STR: Obj = {"type": "string"}
@@ -106,15 +109,24 @@ SCHEMAS: Obj = {
         session_id=nullable(NAME),
         user=nullable(NAME),
         parent_id=nullable(STR),
-        status={"enum": ["queued", "running", "done", "failed", "held", "interrupted", "cancelled"]},
+        status={"enum": list(RUN_STATUSES)},
         input=ANY,
         output=ANY,
         error=ANY,
         hold=ANY,
         decision=ANY,
         cancel_requested={"type": "boolean"},
+        queue_deadline=nullable(INT),
         created_at=INT,
         updated_at=INT,
+    ),
+    "Agent": obj(
+        ["name", "last_claim_at", "queued", "running", "held"],
+        name=NAME,
+        last_claim_at=nullable(INT),
+        queued=INT,
+        running=INT,
+        held=INT,
     ),
     "Invocation": obj(
         [
@@ -197,6 +209,12 @@ PATHS: Obj = {
         "get": op(
             "Get a session (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404)}, params=[path_param("id")]
         ),
+        "patch": op(
+            "Replace a session's metadata (owner, admin)",
+            {"200": ok(ref("Session")), **errors(403, 404, 413)},
+            params=[path_param("id")],
+            request=body(obj(["metadata"], metadata={"type": "object"})),
+        ),
         "delete": op(
             "Delete a session and its session-scope state",
             {"204": {"description": "deleted"}, **errors(403, 404, 409)},
@@ -211,7 +229,20 @@ PATHS: Obj = {
                 "200": ok(ref("Run"), "the first run of this idempotency key"),
                 **errors(403, 404, 409, 413),
             },
-            request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME)),
+            request=body(
+                obj(
+                    ["agent"],
+                    agent=NAME,
+                    input=ANY,
+                    session_id=NAME,
+                    idempotency_key=NAME,
+                    queue_timeout={
+                        "type": "number",
+                        "minimum": QUEUE_TIMEOUT_RANGE_S[0],
+                        "maximum": QUEUE_TIMEOUT_RANGE_S[1],
+                    },
+                )
+            ),
         ),
         "get": op(
             "List runs, oldest first (own; admin: all)",
@@ -242,6 +273,12 @@ PATHS: Obj = {
             "Cancel a run (queued/held now; running: requested)",
             {"200": RUN_ANSWER, **errors(403, 404)},
             params=[path_param("id")],
+        )
+    },
+    "/v0/agents": {
+        "get": op(
+            "The environment's agents: those a worker claimed for and those with runs, with their active runs",
+            {"200": ok(obj(["agents"], agents={"type": "array", "items": ref("Agent")})), **errors(403)},
         )
     },
     "/v0/invocations/claim": {
