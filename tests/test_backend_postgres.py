@@ -41,8 +41,8 @@ def _rows(pg_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def _segments(pg_url: str, key: str) -> list[tuple[int, int]]:
-    return [(int(seg), int(count)) for seg, count in _rows(
-        pg_url, "SELECT seg, count FROM state_segments WHERE ns = %s AND key = %s ORDER BY seg", NS, key)]
+    return [(int(pos), int(count)) for pos, count in _rows(
+        pg_url, "SELECT pos, count FROM state_segments WHERE ns = %s AND key = %s ORDER BY pos", NS, key)]
 
 
 async def test_values_are_bytes_not_jsonb(backend: StateFacet, pg_url: str) -> None:
@@ -64,7 +64,8 @@ async def test_appends_fill_the_tail_segment_then_start_new_ones(backend: StateF
         assert await backend.append(NS, "log", batch) == (round_ + 1, len(expected))
     segments = _segments(pg_url, "log")
     assert sum(count for _, count in segments) == len(expected)
-    assert [seg for seg, _ in segments] == list(range(1, len(segments) + 1))
+    starts = [sum(count for _, count in segments[:index]) for index in range(len(segments))]
+    assert [pos for pos, _ in segments] == starts  # each segment at the position of its first item
     assert len(segments) >= len(expected) * 101 // SEGMENT_BYTES  # split, not one growing row
     sizes = _rows(pg_url, "SELECT max(length(items)) FROM state_segments WHERE key = 'log'")
     assert sizes[0][0] <= SEGMENT_BYTES
@@ -76,7 +77,7 @@ async def test_a_put_list_converts_once_and_replacing_a_list_drops_segments(back
     await backend.put(NS, "l", b'[1,{"a":[2]},"three"]')
     assert _segments(pg_url, "l") == []
     assert await backend.append(NS, "l", [b"4"]) == (2, 4)
-    assert _segments(pg_url, "l") == [(1, 4)]
+    assert _segments(pg_url, "l") == [(0, 4)]
     assert await backend.put(NS, "l", b'"plain"') == 3
     assert _segments(pg_url, "l") == []
     entry = await backend.get(NS, "l")

@@ -41,7 +41,8 @@ class Chunks:
 
     def params(self) -> dict[str, Any]:
         return {"payloads": self.payloads, "counts": self.counts, "offsets": self.offsets, "lens": self.lens,
-                "chunks": len(self.payloads), "count": len(self.lens), "last_weight": self.last_weight}
+                "chunks": len(self.payloads), "count": len(self.lens), "last_weight": self.last_weight,
+                "last_offset": self.offsets[-1] if self.offsets else 0}
 
 
 def chunk(items: Sequence[bytes]) -> Chunks:

@@ -117,7 +117,7 @@ async def _with_lens(conn: Conn, ns: str, key: str, at: int) -> None:
     row = await one(conn, sql.SEGMENT_AT, {"ns": ns, "key": key, "at": at})
     if row is not None and row[1] is not None:
         found = split_list(b"[" + bytes(row[1]) + b"]")
-        await conn.execute(sql.FILL_LENS, {"ns": ns, "key": key, "seg": row[0], "items": b",".join(found),
+        await conn.execute(sql.FILL_LENS, {"ns": ns, "key": key, "pos": row[0], "items": b",".join(found),
                                            "lens": [len(item) for item in found]})
 
 

@@ -47,21 +47,24 @@ STEPS = (
         PRIMARY KEY (ns, key, seg)
     );
     """,
-    # v2: expiry, and lists read in part: a header's ``base`` is the absolute position of its first
-    # item; a segment's ``pos`` the absolute position of its first item (found by an index), ``lens``
-    # its items' byte lengths (NULL for segments written before: split by parsing, filled when
-    # rewritten). Existing segments get their positions from their counts.
+    # v2: expiry, and lists read in part. A segment is keyed by ``pos``, the absolute position of its
+    # first item (one index serves every lookup, so no plan can pick a worse one); ``lens`` holds its
+    # items' byte lengths (NULL for segments written before v2: split by parsing, filled when cut). A
+    # header's ``base`` is the absolute position of its first item, ``tail_pos`` its tail segment's.
+    # Existing segments get their positions from their counts, in their old order.
     """
-    ALTER TABLE state_keys ADD COLUMN base BIGINT NOT NULL DEFAULT 0;
-    ALTER TABLE state_keys ADD COLUMN expires_at BIGINT;
+    ALTER TABLE state_keys ADD COLUMN base BIGINT NOT NULL DEFAULT 0, ADD COLUMN tail_pos BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN expires_at BIGINT;
     CREATE INDEX state_keys_expiry ON state_keys (expires_at) WHERE expires_at IS NOT NULL;
-    ALTER TABLE state_segments ADD COLUMN pos BIGINT;
-    ALTER TABLE state_segments ADD COLUMN lens INTEGER[];
+    ALTER TABLE state_segments ADD COLUMN pos BIGINT, ADD COLUMN lens INTEGER[];
     UPDATE state_segments s SET pos = p.pos FROM (
         SELECT ns, key, seg, sum(count) OVER (PARTITION BY ns, key ORDER BY seg) - count AS pos FROM state_segments
     ) p WHERE s.ns = p.ns AND s.key = p.key AND s.seg = p.seg;
-    ALTER TABLE state_segments ALTER COLUMN pos SET NOT NULL;
-    CREATE UNIQUE INDEX state_segments_pos ON state_segments (ns, key, pos);
+    UPDATE state_keys k SET tail_pos = s.pos FROM state_segments s
+        WHERE s.ns = k.ns AND s.key = k.key AND s.seg = k.segs;
+    ALTER TABLE state_segments DROP CONSTRAINT state_segments_pkey;
+    ALTER TABLE state_segments ALTER COLUMN pos SET NOT NULL, DROP COLUMN seg, ADD PRIMARY KEY (ns, key, pos);
+    ALTER TABLE state_keys DROP COLUMN segs;
     """,
 )
 
@@ -72,7 +75,7 @@ EXPIRED = f"(k.expires_at IS NOT NULL AND k.expires_at <= {NOW})"
 LIVE = f"(k.expires_at IS NULL OR k.expires_at > {NOW})"
 _EXPIRES = f"{NOW} + %(ttl)s::bigint"
 """A write's new expiry: ``ttl`` from now, NULL without a ttl."""
-_CLEAR = "data = NULL, size = 0, length = 0, segs = 0, tail = 0, base = 0, expires_at = NULL"
+_CLEAR = "data = NULL, size = 0, length = 0, tail = 0, tail_pos = 0, base = 0, expires_at = NULL"
 _IF_VERSION = "(%(if_version)s::bigint IS NULL OR k.version = %(if_version)s)"
 _WHERE_KEY = "ns = %(ns)s AND key = %(key)s"
 _K_KEY = "k.ns = %(ns)s AND k.key = %(key)s"
@@ -80,7 +83,7 @@ _S_KEY = "s.ns = %(ns)s AND s.key = %(key)s"
 _COMMA = "'\\x2c'::bytea"
 
 _LIST_DATA = f"""CASE WHEN k.kind = 'l' THEN (
-        SELECT string_agg(s.items, {_COMMA} ORDER BY s.seg) FROM state_segments s
+        SELECT string_agg(s.items, {_COMMA} ORDER BY s.pos) FROM state_segments s
         WHERE s.ns = k.ns AND s.key = k.key) END"""
 
 # ---------------------------------------------------------------- reads
@@ -92,9 +95,10 @@ GET_WITH = f"""SELECT ({{scalar}}), k.version, k.kind, k.data, {_LIST_DATA}, k.e
     LEFT JOIN state_keys k ON k.ns = %s AND k.key = %s AND k.kind <> 'd' AND {LIVE}"""
 
 
-def _part(first: str, end: str) -> str:
+def _part(first: str, end: str, most: str) -> str:
     """A live header with the segments holding its items ``first`` … ``end - 1`` (from 0): one row per
-    segment (none for a value), from the one holding ``first``, found by the ``pos`` index."""
+    segment (none for a value), from the one holding ``first``, found by the ``pos`` index; at most
+    ``most`` of them (each holds one of the items at least)."""
     return f"""SELECT k.version, k.kind, CASE WHEN k.kind = 'v' AND substring(k.data FOR 1) = '\\x5b'::bytea
             THEN k.data END, k.length, k.base, s.pos, s.items, s.lens
         FROM state_keys k LEFT JOIN LATERAL (
@@ -102,13 +106,13 @@ def _part(first: str, end: str) -> str:
             WHERE k.kind = 'l' AND s.ns = k.ns AND s.key = k.key AND s.pos < k.base + {end}
               AND s.pos >= coalesce((SELECT f.pos FROM state_segments f WHERE f.ns = k.ns AND f.key = k.key
                                      AND f.pos <= k.base + {first} ORDER BY f.pos DESC LIMIT 1), 0)
-            ORDER BY s.pos) s ON true
+            ORDER BY s.pos LIMIT {most}) s ON true
         WHERE k.ns = %(ns)s AND k.key = %(key)s AND k.kind <> 'd' AND {LIVE}
         ORDER BY s.pos"""
 
 
-TAIL = _part("greatest(k.length - %(n)s, 0)", "k.length")
-ITEMS = _part("%(start)s", "%(start)s + %(limit)s")
+TAIL = _part("greatest(k.length - %(n)s, 0)", "k.length", "%(n)s")
+ITEMS = _part("%(start)s", "%(start)s + %(limit)s", "%(limit)s")
 
 KEYS = f"""SELECT k.key, k.version FROM state_keys k
     WHERE k.ns = %s AND k.kind <> 'd' AND {LIVE} AND k.key > %s AND k.key >= %s AND k.key < %s
@@ -139,32 +143,32 @@ DELETE_VALUE = f"""UPDATE state_keys k SET kind = 'd', {_CLEAR}
     WHERE {_K_KEY} AND k.kind = 'v' AND {LIVE} AND {_IF_VERSION} RETURNING k.version"""
 
 # An append adds its items as chunks (``Chunks``): one chunk goes into the tail segment while that stays
-# under SEGMENT_BYTES, else (and always for several chunks) each chunk is a new segment. The size guard
-# returns no row when the list would pass the limit; so does a value, an expired list or a new list
-# over a tombstone with segments left (none: tombstones never keep segments).
+# under SEGMENT_BYTES, else (and always for several chunks) each chunk is a new segment, at the absolute
+# position of its first item. Either way the header's new ``tail_pos`` is where the last chunk lands, and
+# chunk i lands at ``tail_pos - last_offset + offset_i``. The size guard returns no row when the list
+# would pass the limit; so does a value or an expired list (whose segments the locked path deletes).
 _NEW_SIZE = "CASE WHEN k.kind = 'd' OR k.length = 0 THEN excluded.size ELSE k.size + excluded.size - 1 END"
-_FRESH = "excluded.segs > 1 OR k.kind = 'd' OR k.segs = 0 OR k.tail + 1 + excluded.tail > %(seg_bytes)s"
-_CHUNKS = ("unnest(%(payloads)s::bytea[], %(counts)s::int4[], %(offsets)s::int4[])"
-           " WITH ORDINALITY AS u(items, n, off, i)")
+_FRESH = "%(chunks)s > 1 OR k.kind = 'd' OR k.length = 0 OR k.tail + 1 + excluded.tail > %(seg_bytes)s"
+_CHUNKS = "unnest(%(payloads)s::bytea[], %(counts)s::int4[], %(offsets)s::int4[]) AS u(items, n, off)"
 _CHUNK_LENS = "(%(lens)s::int4[])[u.off + 1 : u.off + u.n]"
 APPEND = f"""WITH h AS (
-    INSERT INTO state_keys AS k (ns, key, version, kind, size, length, segs, tail, expires_at)
-    VALUES (%(ns)s, %(key)s, 1, 'l', %(size)s, %(count)s, %(chunks)s, %(last_weight)s, {_EXPIRES})
+    INSERT INTO state_keys AS k (ns, key, version, kind, size, length, tail, tail_pos, expires_at)
+    VALUES (%(ns)s, %(key)s, 1, 'l', %(size)s, %(count)s, %(last_weight)s, %(last_offset)s, {_EXPIRES})
     ON CONFLICT (ns, key) DO UPDATE SET
         version = k.version + 1, kind = 'l', data = NULL, size = {_NEW_SIZE},
         length = CASE WHEN k.kind = 'd' THEN 0 ELSE k.length END + excluded.length,
         base = CASE WHEN k.kind = 'd' THEN 0 ELSE k.base END,
-        segs = CASE WHEN k.kind = 'd' THEN 0 ELSE k.segs END + CASE WHEN {_FRESH} THEN excluded.segs ELSE 0 END,
         tail = CASE WHEN {_FRESH} THEN excluded.tail ELSE k.tail + 1 + excluded.tail END,
+        tail_pos = CASE WHEN NOT ({_FRESH}) THEN k.tail_pos WHEN k.kind = 'd' THEN excluded.tail_pos
+                        ELSE k.base + k.length + excluded.tail_pos END,
         expires_at = coalesce(excluded.expires_at, k.expires_at)
     WHERE (k.kind = 'd' OR (k.kind = 'l' AND {LIVE})) AND {_NEW_SIZE} <= {MAX_VALUE_BYTES}
-    RETURNING k.version, k.length, k.segs, k.base
+    RETURNING k.version, k.length, k.tail_pos
 ), s AS (
-    INSERT INTO state_segments AS s (ns, key, seg, pos, items, count, lens)
-    SELECT %(ns)s, %(key)s, h.segs - %(chunks)s + u.i, h.base + h.length - %(count)s + u.off, u.items, u.n,
-        {_CHUNK_LENS}
+    INSERT INTO state_segments AS s (ns, key, pos, items, count, lens)
+    SELECT %(ns)s, %(key)s, h.tail_pos - %(last_offset)s + u.off, u.items, u.n, {_CHUNK_LENS}
     FROM h, {_CHUNKS}
-    ON CONFLICT (ns, key, seg) DO UPDATE SET items = s.items || {_COMMA} || excluded.items,
+    ON CONFLICT (ns, key, pos) DO UPDATE SET items = s.items || {_COMMA} || excluded.items,
         count = s.count + excluded.count, lens = CASE WHEN s.lens IS NULL THEN NULL ELSE s.lens || excluded.lens END
 )
 SELECT version, length FROM h"""
@@ -194,58 +198,63 @@ TRIM = f"""WITH cur AS (
     SELECT k.version, k.length, k.base, greatest(k.length - %(keep)s, 0) AS d FROM state_keys k
     WHERE {_K_KEY} AND k.kind = 'l' AND {LIVE} AND {_IF_VERSION}
 ), cut AS (
-    SELECT s.seg, s.pos, s.lens, (cur.base + cur.d - s.pos)::int AS skip FROM cur CROSS JOIN LATERAL (
-        SELECT seg, pos, lens FROM state_segments WHERE {_WHERE_KEY} AND pos <= cur.base + cur.d
+    SELECT s.pos, s.lens, (cur.base + cur.d - s.pos)::int AS skip FROM cur CROSS JOIN LATERAL (
+        SELECT pos, lens FROM state_segments WHERE {_WHERE_KEY} AND pos <= cur.base + cur.d
         ORDER BY pos DESC LIMIT 1) s
     WHERE cur.d > 0 AND cur.d < cur.length
 ), bound AS (
     SELECT coalesce((SELECT pos FROM cut), cur.base + cur.d) AS pos FROM cur
 ), dropped AS (
-    SELECT coalesce((SELECT sum(octet_length(s.items) - s.count + 1) FROM state_segments s, bound
-                     WHERE {_S_KEY} AND s.pos < bound.pos), 0)
+    SELECT coalesce((SELECT sum(octet_length(s.items) - s.count + 1) FROM state_segments s
+                     WHERE {_S_KEY} AND s.pos < (SELECT pos FROM bound)), 0)
          + coalesce((SELECT sum(x) FROM cut, unnest(cut.lens[1:cut.skip]) x), 0) AS bytes
 ), h AS (
     UPDATE state_keys k SET version = k.version + 1, length = k.length - cur.d,
         size = CASE WHEN cur.d = k.length THEN 2 ELSE k.size - dropped.bytes - cur.d END,
         base = CASE WHEN cur.d = k.length THEN 0 ELSE k.base + cur.d END,
-        segs = CASE WHEN cur.d = k.length THEN 0 ELSE k.segs END,
         tail = CASE WHEN cur.d = k.length THEN 0 ELSE k.tail END,
+        tail_pos = CASE WHEN cur.d = k.length THEN 0 WHEN k.tail_pos = (SELECT pos FROM cut)
+                        THEN k.tail_pos + (SELECT skip FROM cut) ELSE k.tail_pos END,
         expires_at = coalesce({_EXPIRES}, k.expires_at)
     FROM cur, dropped
     WHERE {_K_KEY} AND k.version = cur.version AND k.kind = 'l' AND {LIVE}
       AND NOT EXISTS (SELECT 1 FROM cut WHERE cut.skip > 0 AND cut.lens IS NULL)
     RETURNING k.version, k.length
 ), gone AS (
-    DELETE FROM state_segments s USING h, bound WHERE {_S_KEY} AND s.pos < bound.pos
+    DELETE FROM state_segments s WHERE {_S_KEY} AND s.pos < (SELECT pos FROM bound) AND EXISTS (SELECT FROM h)
 ), rewritten AS (
     UPDATE state_segments s SET pos = s.pos + cut.skip, count = s.count - cut.skip, lens = s.lens[cut.skip + 1:],
         items = substring(s.items FROM ((SELECT sum(x) FROM unnest(s.lens[1:cut.skip]) x) + cut.skip + 1)::int)
-    FROM h, cut WHERE {_S_KEY} AND s.seg = cut.seg AND cut.skip > 0
+    FROM cut WHERE {_S_KEY} AND s.pos = (SELECT pos FROM cut WHERE skip > 0) AND EXISTS (SELECT FROM h)
 )
 SELECT version, length FROM h"""
 
-# pop: the last item cut off the tail segment (it needs ``lens``), the segment deleted when it held only that.
-# A removed tail segment leaves the header's tail marked full, so the next append starts a new one.
+# pop: the last item cut off the last segment (it needs ``lens``), the segment deleted when it held only that;
+# the segment before it (``prev``: its position and weight) is then the header's tail.
 POP = f"""WITH cur AS (
-    SELECT k.version, s.seg, s.count, s.lens[s.count] AS last,
-        substring(s.items FROM octet_length(s.items) - s.lens[s.count] + 1) AS item
-    FROM state_keys k JOIN state_segments s ON s.ns = k.ns AND s.key = k.key AND s.seg = k.segs
+    SELECT k.version, s.pos, s.count, s.lens[s.count] AS last,
+        substring(s.items FROM octet_length(s.items) - s.lens[s.count] + 1) AS item,
+        CASE WHEN s.count = 1 THEN (SELECT ARRAY[p.pos, octet_length(p.items) + 4 * p.count] FROM state_segments p
+            WHERE p.ns = %(ns)s AND p.key = %(key)s AND p.pos < s.pos ORDER BY p.pos DESC LIMIT 1) END AS prev
+    FROM state_keys k CROSS JOIN LATERAL (
+        SELECT pos, count, lens, items FROM state_segments WHERE {_WHERE_KEY} ORDER BY pos DESC LIMIT 1) s
     WHERE {_K_KEY} AND k.kind = 'l' AND {LIVE} AND k.length > 0 AND s.lens IS NOT NULL AND {_IF_VERSION}
 ), h AS (
     UPDATE state_keys k SET version = k.version + 1, length = k.length - 1,
         size = CASE WHEN k.length = 1 THEN 2 ELSE k.size - cur.last - 1 END,
-        segs = CASE WHEN k.length = 1 THEN 0 WHEN cur.count = 1 THEN k.segs - 1 ELSE k.segs END,
-        tail = CASE WHEN k.length = 1 THEN 0 WHEN cur.count = 1 THEN {SEGMENT_BYTES}
+        tail_pos = CASE WHEN k.length = 1 THEN 0 WHEN cur.count = 1 THEN cur.prev[1] ELSE k.tail_pos END,
+        tail = CASE WHEN k.length = 1 THEN 0 WHEN cur.count = 1 THEN cur.prev[2]
                     ELSE greatest(k.tail - cur.last - 5, 0) END,
         base = CASE WHEN k.length = 1 THEN 0 ELSE k.base END
     FROM cur WHERE {_K_KEY} AND k.version = cur.version AND k.kind = 'l' AND {LIVE}
     RETURNING k.version, k.length
 ), gone AS (
-    DELETE FROM state_segments s USING h, cur WHERE {_S_KEY} AND s.seg = cur.seg AND cur.count = 1
+    DELETE FROM state_segments s
+    WHERE {_S_KEY} AND s.pos = (SELECT pos FROM cur WHERE count = 1) AND EXISTS (SELECT FROM h)
 ), shrunk AS (
     UPDATE state_segments s SET items = substring(s.items FOR octet_length(s.items) - cur.last - 1),
         lens = s.lens[1:s.count - 1], count = s.count - 1
-    FROM h, cur WHERE {_S_KEY} AND s.seg = cur.seg AND cur.count > 1
+    FROM cur WHERE {_S_KEY} AND s.pos = (SELECT pos FROM cur WHERE count > 1) AND EXISTS (SELECT FROM h)
 )
 SELECT cur.item, h.version, h.length FROM h, cur"""
 
@@ -259,19 +268,19 @@ LIST_DATA = f"SELECT {_LIST_DATA} FROM state_keys k WHERE k.ns = %s AND k.key = 
 TOMBSTONE = f"""WITH gone AS (DELETE FROM state_segments WHERE {_WHERE_KEY})
     UPDATE state_keys SET kind = 'd', {_CLEAR} WHERE {_WHERE_KEY}"""
 WRITE_VALUE = f"""WITH gone AS (DELETE FROM state_segments WHERE {_WHERE_KEY})
-    UPDATE state_keys k SET version = k.version + 1, kind = 'v', data = %(data)s, size = 0, length = 0, segs = 0,
-        tail = 0, base = 0, expires_at = coalesce({_EXPIRES}, CASE WHEN %(keep)s THEN k.expires_at END)
+    UPDATE state_keys k SET version = k.version + 1, kind = 'v', data = %(data)s, size = 0, length = 0, tail = 0,
+        tail_pos = 0, base = 0, expires_at = coalesce({_EXPIRES}, CASE WHEN %(keep)s THEN k.expires_at END)
     WHERE {_K_KEY} RETURNING k.version"""
 TOUCH_LIST = f"""UPDATE state_keys k SET version = k.version + 1, kind = 'l',
     size = CASE WHEN k.kind = 'd' THEN 2 ELSE k.size END, expires_at = coalesce({_EXPIRES}, k.expires_at)
     WHERE {_K_KEY} RETURNING k.version, k.length"""
-TO_LIST = f"""UPDATE state_keys SET kind = 'l', data = NULL, size = %(size)s, length = %(count)s, segs = %(chunks)s,
-    tail = %(last_weight)s, base = 0 WHERE {_WHERE_KEY}"""
-SEGMENTS = f"""INSERT INTO state_segments (ns, key, seg, pos, items, count, lens)
-    SELECT %(ns)s, %(key)s, u.i, u.off, u.items, u.n, {_CHUNK_LENS} FROM {_CHUNKS}"""
-SEGMENT_AT = f"""SELECT seg, CASE WHEN lens IS NULL THEN items END FROM state_segments
+TO_LIST = f"""UPDATE state_keys SET kind = 'l', data = NULL, size = %(size)s, length = %(count)s,
+    tail = %(last_weight)s, tail_pos = %(last_offset)s, base = 0 WHERE {_WHERE_KEY}"""
+SEGMENTS = f"""INSERT INTO state_segments (ns, key, pos, items, count, lens)
+    SELECT %(ns)s, %(key)s, u.off, u.items, u.n, {_CHUNK_LENS} FROM {_CHUNKS}"""
+SEGMENT_AT = f"""SELECT pos, CASE WHEN lens IS NULL THEN items END FROM state_segments
     WHERE {_WHERE_KEY} AND pos <= %(at)s ORDER BY pos DESC LIMIT 1"""
-FILL_LENS = f"UPDATE state_segments SET items = %(items)s, lens = %(lens)s::int4[] WHERE {_WHERE_KEY} AND seg = %(seg)s"
+FILL_LENS = f"UPDATE state_segments SET items = %(items)s, lens = %(lens)s::int4[] WHERE {_WHERE_KEY} AND pos = %(pos)s"
 
 # ---------------------------------------------------------------- many keys
 
@@ -305,4 +314,4 @@ RESTORE = f"""WITH gone AS (DELETE FROM state_segments WHERE {_WHERE_KEY})
     INSERT INTO state_keys AS k (ns, key, version, kind, data, expires_at)
     VALUES (%(ns)s, %(key)s, %(version)s, %(kind)s, %(data)s, %(expires_at)s)
     ON CONFLICT (ns, key) DO UPDATE SET version = excluded.version, kind = excluded.kind, data = excluded.data,
-        size = 0, length = 0, segs = 0, tail = 0, base = 0, expires_at = excluded.expires_at"""
+        size = 0, length = 0, tail = 0, tail_pos = 0, base = 0, expires_at = excluded.expires_at"""
