@@ -95,13 +95,17 @@ async def _part_rows(state: StateFacet, backend: str) -> list[Row]:
 
 # ---------------------------------------------------------------- PostgreSQL
 
-PG_RAW_TABLE = 'CREATE TABLE raw_counters (ns TEXT COLLATE "C", key TEXT COLLATE "C", n BIGINT NOT NULL, PRIMARY KEY (ns, key))'
+PG_RAW_TABLE = """CREATE TABLE raw_counters (ns TEXT COLLATE "C", key TEXT COLLATE "C", n BIGINT NOT NULL,
+    PRIMARY KEY (ns, key))"""
 PG_RAW_INCR = """INSERT INTO raw_counters AS c (ns, key, n) VALUES (%s, %s, 1)
     ON CONFLICT (ns, key) DO UPDATE SET n = c.n + 1 RETURNING n"""
 
 
 async def _postgres_rows() -> list[Row]:
     import psycopg
+
+    from keepstate.stores.postgres.db import aconnection
+    from keepstate.stores.postgres.state import PostgresState
 
     schema = f"ks_bench_{uuid.uuid4().hex[:10]}"
     async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
@@ -111,6 +115,7 @@ async def _postgres_rows() -> list[Row]:
     raws: list[psycopg.AsyncConnection[Any]] = []
     try:
         state = await database.state()
+        assert isinstance(state, PostgresState)
         raws = [await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(TASKS)]
         await raws[0].execute(PG_RAW_TABLE)
         rows = await _part_rows(state, "PostgreSQL")
@@ -121,13 +126,21 @@ async def _postgres_rows() -> list[Row]:
                 return await cursor.fetchone()
             return call
 
+        async def pooled_raw_incr(index: int) -> object:
+            async with aconnection(state.pool) as conn:
+                return await (await conn.execute(PG_RAW_INCR, (NS, f"c{index % 50}"))).fetchone()
+
         async def incr(index: int) -> object:
             return await state.incr(NS, f"c{index % 50}", 1)
 
         for tasks in (1, TASKS):
+            name = f"incr, {tasks} task{'s' if tasks > 1 else ''}"
             slowdown = await alternating(incr, raw_incr(tasks), tasks)
-            rows.append(("PostgreSQL", f"incr, {tasks} task{'s' if tasks > 1 else ''}",
-                         "raw upsert-increment, psycopg async (speed)", 1 / slowdown, 0.8))
+            rows.append(("PostgreSQL", name, "raw upsert-increment, psycopg async, own connections (speed)",
+                         1 / slowdown, 0.8))
+            slowdown = await alternating(incr, pooled_raw_incr, tasks)
+            rows.append(("PostgreSQL", name, "the same raw statement through keepstate's pool (speed)",
+                         1 / slowdown, 0.8))
         return rows
     finally:
         await database.aclose()

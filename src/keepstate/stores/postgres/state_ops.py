@@ -3,7 +3,7 @@
 Every write first sends its one statement (``state_sql``); a row back means it is done. No row means
 a guard did not pass: an ``if_version`` that does not hold, an error to report (not a list, not an
 integer, too large), a stored JSON list to split into segments, a segment from before schema v2 to
-give its ``lens``, an expired list whose segments must go, or another writer in between. The write
+cut anew (with ``lens``), an expired list whose segments must go, or another writer in between. The write
 then locks the key's header row (``SELECT … FOR UPDATE``), decides with a fresh snapshot, prepares
 what the statement needs, and sends the same statement again, now sure to pass. That locked step
 runs in the caller's transaction (a batch, which locked its headers first) or in a short one of its
@@ -105,20 +105,23 @@ async def _as_list(conn: Conn, ns: str, key: str, header: Header) -> Header:
         raise _not_a_list(key)
     items = split_list(header.data)
     size = list_size(map(len, items), len(items))
-    params = {"ns": ns, "key": key, "size": size, **chunk(items).params()}
+    params = {"ns": ns, "key": key, "size": size, "at": 0, **chunk(items).params()}
     await conn.execute(sql.TO_LIST, params)
     if items:
         await conn.execute(sql.SEGMENTS, params)
     return Header(header.version, "l", None, size, len(items), 0)
 
 
-async def _with_lens(conn: Conn, ns: str, key: str, at: int) -> None:
-    """Give the segment holding item ``at`` (absolute) its ``lens`` if it was written before schema v2."""
-    row = await one(conn, sql.SEGMENT_AT, {"ns": ns, "key": key, "at": at})
-    if row is not None and row[1] is not None:
-        found = split_list(b"[" + bytes(row[1]) + b"]")
-        await conn.execute(sql.FILL_LENS, {"ns": ns, "key": key, "pos": row[0], "items": b",".join(found),
-                                           "lens": [len(item) for item in found]})
+async def _recut(conn: Conn, ns: str, key: str, at: int) -> None:
+    """Cut the segment holding item ``at`` (absolute) anew when it was written before schema v2: into
+    bounded segments with their ``lens`` at the same positions (the header's tail following it)."""
+    row = await one(conn, sql.OLD_SEGMENT_AT, {"ns": ns, "key": key, "at": at})
+    if row is None:
+        return
+    params = {"ns": ns, "key": key, "at": row[0], **chunk(split_list(b"[" + bytes(row[1]) + b"]")).params()}
+    await conn.execute(sql.DELETE_SEGMENT, params)
+    await conn.execute(sql.SEGMENTS, params)
+    await conn.execute(sql.RETAIL, params)
 
 
 # ---------------------------------------------------------------- the writes
@@ -177,7 +180,7 @@ async def trim(conn: Conn, ns: str, key: str, keep_last: int, if_version: int | 
             return 0, 0
         header = await _as_list(conn, ns, key, header)
         if 0 < header.length - keep_last < header.length:
-            await _with_lens(conn, ns, key, header.base + header.length - keep_last)
+            await _recut(conn, ns, key, header.base + header.length - keep_last)
         row = await one(conn, sql.TRIM, params)
     assert row is not None  # locked, a list, every segment it cuts with its lens: the statement passes
     return int(row[0]), int(row[1])
@@ -195,7 +198,7 @@ async def pop(conn: Conn, ns: str, key: str, if_version: int | None) -> tuple[by
             header = await _as_list(conn, ns, key, header)
             if header.length == 0:
                 return None
-            await _with_lens(conn, ns, key, header.base + header.length - 1)
+            await _recut(conn, ns, key, header.base + header.length - 1)
             row = await one(conn, sql.POP, params)
         assert row is not None  # locked, a list with an item, its tail segment with its lens
     return bytes(row[0]), int(row[1]), int(row[2])

@@ -277,10 +277,13 @@ TOUCH_LIST = f"""UPDATE state_keys k SET version = k.version + 1, kind = 'l',
 TO_LIST = f"""UPDATE state_keys SET kind = 'l', data = NULL, size = %(size)s, length = %(count)s,
     tail = %(last_weight)s, tail_pos = %(last_offset)s, base = 0 WHERE {_WHERE_KEY}"""
 SEGMENTS = f"""INSERT INTO state_segments (ns, key, pos, items, count, lens)
-    SELECT %(ns)s, %(key)s, u.off, u.items, u.n, {_CHUNK_LENS} FROM {_CHUNKS}"""
-SEGMENT_AT = f"""SELECT pos, CASE WHEN lens IS NULL THEN items END FROM state_segments
-    WHERE {_WHERE_KEY} AND pos <= %(at)s ORDER BY pos DESC LIMIT 1"""
-FILL_LENS = f"UPDATE state_segments SET items = %(items)s, lens = %(lens)s::int4[] WHERE {_WHERE_KEY} AND pos = %(pos)s"
+    SELECT %(ns)s, %(key)s, %(at)s + u.off, u.items, u.n, {_CHUNK_LENS} FROM {_CHUNKS}"""
+OLD_SEGMENT_AT = f"""SELECT pos, items FROM state_segments
+    WHERE {_WHERE_KEY} AND pos = (SELECT max(pos) FROM state_segments WHERE {_WHERE_KEY} AND pos <= %(at)s)
+      AND lens IS NULL"""
+DELETE_SEGMENT = f"DELETE FROM state_segments WHERE {_WHERE_KEY} AND pos = %(at)s"
+RETAIL = f"""UPDATE state_keys SET tail = %(last_weight)s, tail_pos = %(at)s + %(last_offset)s
+    WHERE {_WHERE_KEY} AND tail_pos = %(at)s"""
 
 # ---------------------------------------------------------------- many keys
 
