@@ -236,7 +236,9 @@ async def test_parts_and_pops_touch_as_many_pages_at_one_mib_as_at_twenty_items(
     for query, params in cases:
         short = _buffers(pg_url, query, {"ns": NS, "key": "short", **params})
         long = _buffers(pg_url, query, {"ns": NS, "key": "long", **params})
-        assert long <= short + 6, (query[:60], short, long)
+        # a few pages either way are the rows' places (a full page, a free-space lookup); a statement that
+        # walked the list's segments would touch 150 or more here (they fit four to a page)
+        assert long <= short + 25, (query[:60], short, long)
     page = await backend.items(NS, "long", 3000, 20)
     assert page is not None and page.items == made[3000:3020] and page.length == 6000
 
