@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -19,12 +20,13 @@ import psycopg
 import pytest
 
 import keepstate
+from keepstate.patch import patcher
 from keepstate.stores import open_database
 from keepstate.stores.base import StateFacet
 from keepstate.stores.postgres import state_sql
 from keepstate.stores.postgres.db import amigrate, open_async_pool
 from keepstate.stores.postgres.state import COMPONENT, SEGMENT_BYTES, STEPS, PostgresState
-from keepstate.stores.records import BatchOp, StateRecord
+from keepstate.stores.records import BatchOp, Entry, StateRecord
 
 NS = "default/session/chat/s-1"
 _spawn = multiprocessing.get_context("spawn")
@@ -241,6 +243,45 @@ async def test_parts_and_pops_touch_as_many_pages_at_one_mib_as_at_twenty_items(
         assert long <= short + 25, (query[:60], short, long)
     page = await backend.items(NS, "long", 3000, 20)
     assert page is not None and page.items == made[3000:3020] and page.length == 6000
+
+
+async def _round_trips(state: PostgresState, call: Callable[[], Awaitable[object]]) -> int:
+    """How many times ``call`` waited for the server: libpq's trace of the one pooled connection."""
+    with tempfile.TemporaryFile() as trace:
+        async with state.pool.connection() as conn:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+        await call()
+        async with state.pool.connection() as conn:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split("\t") for line in trace.read().decode().splitlines() if line.startswith("F\t")]
+    return sum(1 for fields in sent if fields[2].split(" ")[0] in ("Sync", "Query"))
+
+
+async def test_the_common_calls_are_one_round_trip(pg_url: str) -> None:
+    database = open_database(pg_url)
+    await database.state()  # the schema, migrated
+    state = PostgresState(await open_async_pool(pg_url, max_size=1))
+    try:
+        await _built(state, "h", 100)
+        await state.put(NS, "v", b"1")
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("put", lambda: state.put(NS, "v", b"2", if_version=1, ttl_ms=60_000)), ("get", lambda: state.get(NS, "v")),
+            ("append", lambda: state.append(NS, "h", [b"1"])), ("tail", lambda: state.tail(NS, "h", 20)),
+            ("items", lambda: state.items(NS, "h", 50, 20)), ("pop", lambda: state.pop(NS, "h")),
+            ("trim", lambda: state.trim(NS, "h", 80)), ("incr", lambda: state.incr(NS, "c", 5)),
+            ("incr again", lambda: state.incr(NS, "c", -1, if_version=1)), ("keys", lambda: state.keys(NS)),
+            ("delete", lambda: state.delete(NS, "v")), ("sweep", lambda: state.sweep()),
+        ]
+        for name, call in calls:
+            assert await _round_trips(state, call) == 1, name
+        # the locked read-modify-write: BEGIN, the header locked and read, the write, COMMIT
+        assert await _round_trips(state, lambda: state.update(NS, "c", patcher({"a": 1}))) == 4
+        assert await state.get(NS, "c") == Entry(b'{"a":1}', 3)
+    finally:
+        await state.pool.close()
+        await database.aclose()
 
 
 async def test_tail_never_reads_the_segments_below_what_it_returns(backend: StateFacet, pg_url: str) -> None:
