@@ -3,9 +3,10 @@
 Layout: a header row per key in ``state_keys`` — version, kind (``v`` value, ``l`` appended list,
 ``d`` tombstone keeping the last version so versions never repeat), the canonical JSON bytes of a
 ``v`` value, ``expires_at`` (ms, by the database's clock), and for a list its size in bytes, length,
-``base`` (the absolute position of its first item), segment count and tail-segment weight. A list's
-items live in ``state_segments`` rows of comma-joined item JSON with each item's byte length
-(``lens``) and the absolute position of the first (``pos``, indexed). Appends go into the tail segment
+``base`` (the absolute position of its first item), and the position and weight of its last segment
+(``tail_pos``, ``tail``). A list's items live in ``state_segments`` rows of comma-joined item JSON with
+each item's byte length (``lens``), keyed by the absolute position of their first item (``pos``: one
+index serves every lookup, so no plan depends on statistics). Appends go into the last segment
 while it stays under ``SEGMENT_BYTES`` (small enough to stay in the row, not TOAST), else into new
 ones; a part of a list (``tail``, ``items``) reads only the segments holding it, found by ``pos``;
 ``trim`` deletes the segments below its cut and rewrites the one it cuts; ``pop`` rewrites the tail

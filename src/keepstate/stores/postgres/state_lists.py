@@ -2,7 +2,8 @@
 
 A segment holds comma-joined item JSON and, since schema v2, ``lens``: each item's byte length, so
 an item is found by arithmetic (in Python to read, in SQL to trim and pop) instead of by parsing.
-Segments written before v2 have no ``lens``; their items are found by parsing, once per read.
+Segments written before v2 have no ``lens``: a read finds their items by parsing, and the first trim
+or pop that cuts one packs its items anew.
 Items are packed so that a segment's weight (bytes + 4 per length) stays under ``SEGMENT_BYTES``;
 an item heavier than that gets a segment of its own.
 """

@@ -8,9 +8,9 @@ The one-statement writes follow two patterns. An upsert (``INSERT … ON CONFLIC
 guard``) re-checks its guard on the newest row version after waiting for the row lock, so the guard
 is a true compare-and-set. Writes that must read segment rows to compute the header (trim, pop)
 read them in the statement's snapshot (``cur``) and update the header only if its version is still
-the one of that snapshot (``k.version = cur.version``): every change to a list's segments bumps its
-header's version or makes it a tombstone, under the header's row lock, so a header that passes is
-one whose segments the snapshot saw. A statement that returns no row wrote nothing; the caller then
+the one of that snapshot (``k.version = cur.version``): every transaction that changes a list's
+segments holds its header's row lock and bumps its version or makes it a tombstone, so a header that
+passes is one whose segments the snapshot saw. A statement that returns no row wrote nothing; the caller then
 takes the locked path (``state_ops``), which decides with the header locked.
 """
 
@@ -71,6 +71,7 @@ STEPS = (
 # ---------------------------------------------------------------- fragments
 
 NOW = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
+"""Floored, as ``keepstate.clock.now_ms`` is (a bare ``::bigint`` cast would round to the nearest ms)."""
 EXPIRED = f"(k.expires_at IS NOT NULL AND k.expires_at <= {NOW})"
 LIVE = f"(k.expires_at IS NULL OR k.expires_at > {NOW})"
 _EXPIRES = f"{NOW} + %(ttl)s::bigint"
