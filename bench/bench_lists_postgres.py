@@ -1,11 +1,11 @@
 """Lists and store-side writes: what a part of a list costs against the list's length, and ``incr``
 against the raw driver's one-statement upsert-increment.
 
-Each backend has its own function returning its rows (``_postgres_rows``; SQLite and Redis add
-theirs beside it). Every figure is a ratio of two things measured in the same run, in alternating
+PostgreSQL's section (``bench_lists_sqlite`` and ``bench_lists_redis`` measure the others the way
+their engines call for). Every figure is a ratio of two things measured in the same run, in alternating
 rounds (so load from elsewhere on the machine hits both alike): the median of the rounds' ratios.
 Targets: a part of a ~1 MiB list built by appends costs ≤ 1.2× the same part of a 20-item list;
-``incr`` ≥ 0.8× the raw upsert-increment. ``python -m bench lists`` runs it.
+``incr`` ≥ 0.8× the raw upsert-increment. ``python -m bench lists_postgres`` runs it.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def _verdict(case: str, ratio: float, target: float) -> str:
 def run() -> str:
     rows = asyncio.run(_postgres_rows())
     lines = [
-        "## Lists and store-side writes",
+        "## Lists and store-side writes: PostgreSQL",
         "",
         f"Alternating rounds ({ROUNDS} × {PER_ROUND} calls a side), median of the rounds' ratios, one asyncio "
         f"process; ~150-byte messages. The machine has 2 cores shared with other work: ratios are noisy.",
