@@ -73,10 +73,13 @@ class NotFound(KeepstateError):
 
 
 class VersionConflict(KeepstateError):
-    """An ``if_version`` did not match; ``current_version`` is 0 when the key is absent."""
+    """An ``if_version`` did not match; ``current_version`` is 0 when the key is absent. A batch's
+    conflict also has ``conflicts``: every write whose ``if_version`` failed, each an ``index``,
+    ``scope``, ``key`` and ``current_version``."""
 
     code, status = "version_conflict", 409
     current_version: int
+    conflicts: list[dict[str, Any]]
 
     def __init__(self, message: str = "", current_version: int = 0, **details: Any) -> None:
         super().__init__(

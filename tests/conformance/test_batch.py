@@ -90,7 +90,9 @@ def test_a_failed_if_version_lists_every_conflict_and_writes_nothing(
     (lambda b: b.put("k", float("nan")), InvalidValue),
     (lambda b: b.incr("max"), InvalidValue),
 ])
-def test_any_other_error_names_its_write_and_writes_nothing(run: keepstate.Scope, write: object, error: type) -> None:
+def test_any_other_error_names_its_write_and_writes_nothing(
+    run: keepstate.Scope, write: object, error: type[keepstate.KeepstateError]
+) -> None:
     run.put("scalar", "text")
     run.put("max", 2**63 - 1)
     with pytest.raises(error) as caught, run.batch() as b:
