@@ -1,8 +1,7 @@
 /**
- * The calls of the spec that today's server does not have yet: list reads, trim and pop; incr and
- * patch; expiry; atomic batches; state for callers; agents; session metadata updates; queue
- * timeouts. Written from `http-api.md`, run by `npm run test:pending` — not by `npm test` until the
- * server has them.
+ * The State API's newer calls and the lifecycle's, against a real server: list reads, trim and pop;
+ * incr and patch; expiry; atomic batches; state for callers; agents; session metadata updates; queue
+ * timeouts. Written from `http-api.md` before the server had them, and kept as their test.
  */
 
 import assert from "node:assert/strict";
@@ -21,7 +20,7 @@ async function thrown(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(() => assert.fail("expected a rejection"), (error: unknown) => error);
 }
 
-describe("calls the server does not have yet", () => {
+describe("lists, store writes, expiry, batches, caller state and the lifecycle", () => {
   before(async () => {
     server = await startServer();
     inside = await Inside.create(server);
