@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...clock import now_ms
-from ...errors import KeepstateError, NotAList, VersionConflict
+from ...errors import NotAList, VersionConflict
 from ...values import list_size
+from ..batches import Gathered
 from ..lists import appended_size, check_append, join_items, split_list
 from ..numbers import add_checked, integer_of
 from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
@@ -236,18 +237,11 @@ class MemoryState:
 
 def _run_batch(state: MemoryState, ops: Sequence[BatchOp]) -> list[Any]:
     """Each op as its own call would run it (the lock is re-entrant); version conflicts gathered."""
-    results: list[Any] = []
-    conflicts: list[dict[str, Any]] = []
+    gathered = Gathered()
     for index, op in enumerate(ops):
-        try:
-            results.append(_apply(state, op))
-        except VersionConflict as error:
-            conflicts.append({"index": index, "ns": op.ns, "key": op.key, "current_version": error.current_version})
-        except KeepstateError as error:
-            raise type(error)(error.message, **{**error.details, "index": index}) from None
-    if conflicts:
-        raise VersionConflict(current_version=conflicts[0]["current_version"], conflicts=conflicts)
-    return results
+        with gathered.op(index, op):
+            gathered.results.append(_apply(state, op))
+    return gathered.answers()
 
 
 def _apply(state: MemoryState, op: BatchOp) -> Any:

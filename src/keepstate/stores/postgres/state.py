@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ...errors import KeepstateError, VersionConflict
 from ..base import StateFacet
+from ..batches import Gathered
 from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
 from . import state_ops
 from . import state_sql as sql
@@ -169,18 +169,11 @@ class PostgresState(StateFacet):
 async def _run_batch(conn: state_ops.Conn, batch: Sequence[BatchOp]) -> list[Any]:
     """Each op in order; version conflicts gathered (that op writes nothing), any other error raised with
     its op's index. Raising rolls the caller's transaction back: all or nothing."""
-    results: list[Any] = []
-    conflicts: list[dict[str, Any]] = []
+    gathered = Gathered()
     for index, op in enumerate(batch):
-        try:
-            results.append(await state_ops.apply(conn, op))
-        except VersionConflict as error:
-            conflicts.append({"index": index, "ns": op.ns, "key": op.key, "current_version": error.current_version})
-        except KeepstateError as error:
-            raise type(error)(error.message, **{**error.details, "index": index}) from None
-    if conflicts:
-        raise VersionConflict(current_version=conflicts[0]["current_version"], conflicts=conflicts)
-    return results
+        with gathered.op(index, op):
+            gathered.results.append(await state_ops.apply(conn, op))
+    return gathered.answers()
 
 
 async def drop(conn: psycopg.AsyncConnection[Any], ns: str) -> None:

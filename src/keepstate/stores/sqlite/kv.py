@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clock import now_ms
-from ...errors import KeepstateError, VersionConflict
+from ...errors import VersionConflict
+from ..batches import Gathered
 from ..numbers import add_checked, integer_of
 from ..records import BatchOp, Entry, Patcher, StateRecord, prefix_end
 from . import segments
@@ -165,15 +166,8 @@ _APPLY: dict[str, Callable[[sqlite3.Connection, BatchOp], Any]] = {
 def batch(conn: sqlite3.Connection, ops: Sequence[BatchOp]) -> list[Any]:
     """Every op in order; raising (a conflict listing every failed check, or the first other error
     with its ``index``) makes the caller's transaction undo them all. A failed check writes nothing."""
-    results: list[Any] = []
-    conflicts: list[dict[str, Any]] = []
+    gathered = Gathered()
     for index, op in enumerate(ops):
-        try:
-            results.append(_APPLY[op.op](conn, op))
-        except VersionConflict as error:
-            conflicts.append({"index": index, "ns": op.ns, "key": op.key, "current_version": error.current_version})
-        except KeepstateError as error:
-            raise type(error)(error.message, **{**error.details, "index": index}) from None
-    if conflicts:
-        raise VersionConflict(current_version=conflicts[0]["current_version"], conflicts=conflicts)
-    return results
+        with gathered.op(index, op):
+            gathered.results.append(_APPLY[op.op](conn, op))
+    return gathered.answers()
