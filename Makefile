@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 TS := sdk/typescript
 TS_STAMP := $(TS)/node_modules/.installed
 
-.PHONY: run test test-ts lint bench clean install screenshots
+.PHONY: run test test-ts lint bench clean install screenshots coverage
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "keepstate needs Python 3.11+"'
@@ -47,6 +47,10 @@ test-ts: $(STAMP)
 $(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
 	cd $(TS) && npm ci --no-audit --no-fund
 	touch $(TS_STAMP)
+
+# the suite with line coverage of src/keepstate (servers and CLIs started as subprocesses are not counted)
+coverage: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --cov=keepstate --cov-report=term:skip-covered --cov-fail-under=80
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
