@@ -26,43 +26,46 @@ OLD_INVOCATION = (
     "INSERT INTO ks_invocations (id, env, run_id, agent, kind, status, created_at) "
     "VALUES (?, 'default', ?, ?, 'start', ?, ?)"
 )
-NOW = now_ms()
-ROWS = [  # run id, agent, session, status, updated_at
-    ("run-stuck", "nobody", "s-old", "queued", NOW - 700_000),
-    ("run-recent", "chat", None, "queued", NOW - 5_000),
-    ("run-held", "chat", "s-held", "held", NOW - 900_000),
-    ("run-done", "chat", None, "done", NOW - 900_000),
+ROWS = [  # run id, agent, session, status, updated_at before the test's start
+    ("run-stuck", "nobody", "s-old", "queued", 700_000),
+    ("run-recent", "chat", None, "queued", 5_000),
+    ("run-held", "chat", "s-held", "held", 900_000),
+    ("run-done", "chat", None, "done", 900_000),
 ]
 
 
-def _rows() -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
-    return [((run_id, agent, session, status, b"{}", b"1", b"null", b"null", b"null", at, at),
-             (f"inv-{run_id}", run_id, agent, status, at))
-            for run_id, agent, session, status, at in ROWS]
+def _rows(now: int) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """The old rows, dated from ``now`` (taken when the test runs: a long suite may start it minutes
+    after this module was imported, when a fixed "5 s ago" would already be past the deadline)."""
+    return [((run_id, agent, session, status, b"{}", b"1", b"null", b"null", b"null", now - ago, now - ago),
+             (f"inv-{run_id}", run_id, agent, status, now - ago))
+            for run_id, agent, session, status, ago in ROWS]
 
 
 async def sqlite_step_one(url: str) -> None:
+    now = now_ms()
     file = SqliteFile(sqlite_path(url))
     file.migrate("platform", sql.SQLITE_SCHEMA[:1])
     with file.transaction() as conn:
         for session in ("s-old", "s-held"):
             conn.execute("INSERT INTO ks_sessions (env, id, owner, metadata, created_at) VALUES "
-                         "('default', ?, 'k1', ?, ?)", (session, b"{}", NOW))
-        for run, invocation in _rows():
+                         "('default', ?, 'k1', ?, ?)", (session, b"{}", now))
+        for run, invocation in _rows(now):
             conn.execute(OLD_RUN, run)
             conn.execute(OLD_INVOCATION, invocation)
     file.close()
 
 
 async def postgres_step_one(url: str) -> None:
+    now = now_ms()
     pool = await pg_db.open_async_pool(url)
     try:
         await pg_db.amigrate(pool, "platform", pg_steps.STEPS[:1])
         async with pg_db.aconnection(pool) as conn, conn.transaction():
             for session in ("s-old", "s-held"):
                 await conn.execute("INSERT INTO ks_sessions (env, id, owner, metadata, created_at) VALUES "
-                                   "('default', %s, 'k1', %s, %s)", (session, b"{}", NOW))
-            for run, invocation in _rows():
+                                   "('default', %s, 'k1', %s, %s)", (session, b"{}", now))
+            for run, invocation in _rows(now):
                 await conn.execute(pg_steps.pg(OLD_RUN), run)
                 await conn.execute(pg_steps.pg(OLD_INVOCATION), invocation)
     finally:
