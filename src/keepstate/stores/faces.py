@@ -1,8 +1,9 @@
-"""Give a state facet written in one style the other face, without rewriting its logic.
+"""Give a facet written in one style the other face, without rewriting its logic.
 
 ``InlineAsync``: the async face of an in-process sync core whose calls never block for long
 (memory). ``Portal``: the sync face of an async facet (PostgreSQL, Redis), running its coroutines
 on one private event-loop thread (``EventLoopThread``, owned by the facet's ``Database``).
+``InlineAsyncDocuments`` and ``DocumentsPortal`` are the same two for the documents facet.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from .base import Database, StateFacet, SyncStateFacet
+from ..search import Query
+from .base import Database, DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
+from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
 from .records import Entry, StateRecord
 
 T = TypeVar("T")
@@ -48,6 +51,29 @@ class InlineAsync(StateFacet):
 
     async def restore(self, record: StateRecord) -> None:
         self.sync.restore(record)
+
+
+class InlineAsyncDocuments(DocumentsFacet):
+    """Async face of an in-process documents core, calling it on the event loop's thread."""
+
+    def __init__(self, sync: SyncDocumentsFacet) -> None:
+        self.sync = sync
+
+    async def read(self, space: str, path: str) -> StoredDocument | None:
+        return self.sync.read(space, path)
+
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
+                    now: int) -> int:
+        return self.sync.write(space, path, text, metadata, if_version, now)
+
+    async def delete(self, space: str, path: str, if_version: int | None) -> bool:
+        return self.sync.delete(space, path, if_version)
+
+    async def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
+        return self.sync.listing(space, where, after, limit)
+
+    async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
+        return self.sync.search(space, query, where, limit)
 
 
 class EventLoopThread:
@@ -102,33 +128,77 @@ class Portal:
         self._loop.run(self.facet.restore(record))
 
 
+class DocumentsPortal:
+    """Sync face of an async documents facet; the facet lives on its own loop thread."""
+
+    def __init__(self, facet: DocumentsFacet, loop: EventLoopThread) -> None:
+        self.facet = facet
+        self._loop = loop
+
+    def read(self, space: str, path: str) -> StoredDocument | None:
+        return self._loop.run(self.facet.read(space, path))
+
+    def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
+        return self._loop.run(self.facet.write(space, path, text, metadata, if_version, now))
+
+    def delete(self, space: str, path: str, if_version: int | None) -> bool:
+        return self._loop.run(self.facet.delete(space, path, if_version))
+
+    def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
+        return self._loop.run(self.facet.listing(space, where, after, limit))
+
+    def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
+        return self._loop.run(self.facet.search(space, query, where, limit))
+
+
 class SyncState:
-    """A network Database's sync state face: an inner Database of the same URL, opened on a private
-    loop thread on first use, its state facet behind a ``Portal``."""
+    """A network Database's sync faces: an inner Database of the same URL, opened on a private loop
+    thread on first use, its state facet behind a ``Portal`` and its documents behind a ``DocumentsPortal``."""
 
     def __init__(self, opener: Callable[[], Database]) -> None:
         self._opener = opener
         self._loop: EventLoopThread | None = None
         self._inner: Database | None = None
         self._portal: Portal | None = None
+        self._documents: DocumentsPortal | None = None
         self._lock = threading.Lock()
 
     def face(self) -> Portal:
         with self._lock:
             if self._portal is None:
-                loop, inner = EventLoopThread(), self._opener()
-                try:
-                    facet = loop.run(inner.state())
-                except BaseException:
-                    loop.run(inner.aclose())
-                    loop.stop()
-                    raise
-                self._loop, self._inner, self._portal = loop, inner, Portal(facet, loop)
+                loop, inner = self._opened()
+                self._portal = Portal(self._first(loop, inner.state()), loop)
             return self._portal
+
+    def documents(self) -> DocumentsPortal:
+        with self._lock:
+            if self._documents is None:
+                loop, inner = self._opened()
+                self._documents = DocumentsPortal(self._first(loop, inner.documents()), loop)
+            return self._documents
+
+    def _opened(self) -> tuple[EventLoopThread, Database]:
+        """The loop thread and inner Database, made on the first call (under the lock)."""
+        if self._loop is None or self._inner is None:
+            self._loop, self._inner = EventLoopThread(), self._opener()
+        return self._loop, self._inner
+
+    def _first(self, loop: EventLoopThread, facet: Coroutine[Any, Any, T]) -> T:
+        """A facet of the inner Database; when even the first one fails, the loop and Database go."""
+        try:
+            return loop.run(facet)
+        except BaseException:
+            if self._portal is None and self._documents is None:
+                self._close_unlocked()
+            raise
 
     def close(self) -> None:
         with self._lock:
-            loop, inner, self._loop, self._inner, self._portal = self._loop, self._inner, None, None, None
+            self._close_unlocked()
+
+    def _close_unlocked(self) -> None:
+        loop, inner, self._loop, self._inner = self._loop, self._inner, None, None
+        self._portal = self._documents = None
         if loop is not None and inner is not None:
             try:
                 loop.run(inner.aclose())
