@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from .clock import now_ms
+from .errors import NotFound
 from .platform.memory import (
     View,
     check_after,
@@ -181,7 +182,11 @@ class StoreMemoryOps(MemoryOps):
         return self._facet
 
     def read(self, path: str) -> Document | None:
-        stored = document_path(self.view, path)
+        """None when absent, and for another user's folder, which is absent for this view (as a 404 is)."""
+        try:
+            stored = document_path(self.view, path)
+        except NotFound:
+            return None
         found = self.facet.read(self.view.space, stored)
         return None if found is None else document_of(found)
 

@@ -69,6 +69,8 @@ def parse_query(text: object) -> Query:
         raise InvalidRequest("query must be a string")
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidRequest(f"query is {len(text)} characters, over the limit of {MAX_QUERY_CHARS}")
+    if "\x00" in text or not _encodable(text):
+        raise InvalidRequest("query holds U+0000 or a lone surrogate")
     parts = text.split('"')
     if len(parts) % 2 == 0:
         raise InvalidRequest('query has an unclosed quote: write phrases as "two words"')
@@ -81,6 +83,14 @@ def parse_query(text: object) -> Query:
     if len(unique) > MAX_TERMS:
         raise InvalidRequest(f"query has {len(unique)} words and phrases, over the limit of {MAX_TERMS}")
     return Query(unique)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _bare_words(part: str) -> list[Term]:

@@ -28,6 +28,7 @@ from ..platform import Invocations, Platform, StateApi, open_platform
 from .bootstrap import bootstrap
 from .errors import MethodNotAllowed, error_response
 from .http import json_response
+from .memory_routes import MEMORY_ROUTES, open_memory_api
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import DOCUMENT
 from .routes import ROUTES
@@ -136,6 +137,7 @@ def create_app(
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
         app.state.state_api = StateApi(platform.state)
+        app.state.memory_api = await open_memory_api(platform.database)
         if bootstrap_admin:
             await bootstrap(platform, admin_key)
         sweeper = asyncio.create_task(_sweep_forever(app.state.invocations, lease_seconds))
@@ -150,6 +152,7 @@ def create_app(
 
     routes = [
         *ROUTES,
+        *MEMORY_ROUTES,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
