@@ -5,16 +5,15 @@ Run on every backend that several processes can share and that declares document
 
 from __future__ import annotations
 
-import multiprocessing
 from multiprocessing.synchronize import Event
 
 import pytest
 
 import keepstate
 from backends import declaring
+from store_workers import run_all
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring("shared", "documents"), indirect=True)
-_spawn = multiprocessing.get_context("spawn")
 
 
 def _count(url: str, times: int, go: Event) -> None:
@@ -44,19 +43,8 @@ def _write_users(url: str, writer: int, times: int, go: Event) -> None:
             assert [hit.path for hit in hits] == [f"users/user{writer}/note{index}"], hits
 
 
-def _run_all(target: object, args: list[tuple[object, ...]]) -> None:
-    go = _spawn.Event()
-    procs = [_spawn.Process(target=target, args=(*a, go)) for a in args]  # type: ignore[arg-type]
-    for proc in procs:
-        proc.start()
-    go.set()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0, f"a worker process failed with exit code {proc.exitcode}"
-
-
 def test_guarded_writes_from_four_processes_lose_nothing(backend_url: str) -> None:
-    _run_all(_count, [(backend_url, 25)] * 4)
+    run_all(_count, [(backend_url, 25)] * 4)
     with keepstate.open(backend_url) as store:
         found = store.memory("ledger").read("ledger")
     assert found is not None
@@ -65,7 +53,7 @@ def test_guarded_writes_from_four_processes_lose_nothing(backend_url: str) -> No
 
 
 def test_writers_in_three_processes_each_find_only_their_own_folder(backend_url: str) -> None:
-    _run_all(_write_users, [(backend_url, writer, 30) for writer in range(3)])
+    run_all(_write_users, [(backend_url, writer, 30) for writer in range(3)])
     with keepstate.open(backend_url) as store:
         for writer in range(3):
             memory = store.memory("kb", user=f"user{writer}")

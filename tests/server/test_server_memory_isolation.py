@@ -49,7 +49,9 @@ PG_ADMIN_URL: str = _ROOT.PG_ADMIN_URL
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def memory_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    """This module's server, on SQLite and on PostgreSQL (it stands in for the suite's ``server``, so
+    the suite's fixtures built on it, ``server_env_key``, serve both)."""
     if request.param == "sqlite":
         with running_server(f"sqlite:///{tmp_path_factory.mktemp('iso') / 'iso.db'}") as info:
             yield info
@@ -81,8 +83,8 @@ def run_token(api: Api, user: str | None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def scene(memory_server: ServerInfo) -> Iterator[Scene]:
-    api = Api(memory_server)
+def scene(server: ServerInfo) -> Iterator[Scene]:
+    api = Api(server)
     found = Scene(api, run_token(api, "alice"), run_token(api, "bob"), run_token(api, None))
     assert api.http.put("/v0/memory/users/%7Buser%7D/gate", json={"text": SECRET}, headers=found.bob).status_code == 200
     assert api.http.put("/v0/memory/users/{user}/diary", json={"text": "alice's zebra diary"},
@@ -242,35 +244,19 @@ def test_run_tokens_never_open_the_callers_routes(scene: Scene) -> None:
         assert answer.status_code == 401, root
 
 
-def test_the_callers_routes_are_for_admins_and_their_environment(scene: Scene, server_env_key_iso: str) -> None:
+def test_the_callers_routes_are_for_admins_and_their_environment(scene: Scene, server_env_key: str) -> None:
     http = scene.api.http
     for key in (scene.api.member, scene.api.worker):
         answer = http.get(f"/v0/users/bob/memory/concierge/{SECRET_PATH}", headers=key)
         assert answer.status_code == 403 and answer.json()["error"] == "forbidden"
         assert http.get("/v0/agents/concierge/memory", headers=key).status_code == 403
-    other_env = {"Authorization": f"Bearer {server_env_key_iso}"}
+    other_env = {"Authorization": f"Bearer {server_env_key}"}
     assert http.get(f"/v0/users/bob/memory/concierge/{SECRET_PATH}", headers=other_env).status_code == 404
     assert http.get("/v0/agents/concierge/memory", headers=other_env).json()["documents"] == []
     alice_view = http.get(f"/v0/users/alice/memory/concierge/{SECRET_PATH}", headers=scene.api.admin)
     assert alice_view.status_code == 404
     bob_view = http.get("/v0/users/bob/memory/concierge/users/%7Buser%7D/gate", headers=scene.api.admin)
     assert bob_view.json()["text"] == SECRET
-
-
-@pytest.fixture(scope="module")
-def server_env_key_iso(memory_server: ServerInfo) -> str:
-    """An admin key of another environment of the same server (``keepstate keys create``)."""
-    import subprocess
-    import sys
-
-    args = [str(arg) for arg in memory_server.process.args]  # type: ignore[union-attr]
-    store = args[args.index("--store") + 1]
-    out = subprocess.run(
-        [sys.executable, "-c", "from keepstate.cli import main; main(prog_name='keepstate')",
-         "keys", "create", "--env", "elsewhere", "--role", "admin", "--store", store],
-        check=True, capture_output=True, text=True,
-    )
-    return out.stdout.strip()
 
 
 def test_credentials_are_checked_before_bodies(scene: Scene) -> None:
