@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	@# the tests too, a folder at a time: each has its own conftest and imports its siblings by name
 	@for dir in $(TYPED_TESTS); do MYPYPATH=tests:$$dir $(BIN)/mypy $$dir/*.py || exit 1; done
-	MYPYPATH=tests $(BIN)/mypy bench
+	MYPYPATH=tests:tests/integrations $(BIN)/mypy bench
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -1,8 +1,10 @@
 """Run the benchmarks and write ``bench/RESULTS.md`` with the machine and the date.
 
 ``python -m bench`` runs every ``bench_*.py`` module's ``run() -> str`` (a Markdown section);
-``python -m bench store http`` runs only the named ones. Figures are ratios against the raw
-backend measured in the same run; absolute numbers vary from run to run.
+``python -m bench store http`` runs only the named ones and puts their sections in place of the
+ones with the same heading in the existing file, each stamped with its own date and machine, so
+that one benchmark can be measured again without losing the others. Figures are ratios against
+the raw backend measured in the same run; absolute numbers vary from run to run.
 """
 
 from __future__ import annotations
@@ -45,16 +47,34 @@ def main(selected: list[str]) -> None:
         print(section, f"\n({time.perf_counter() - started:.0f} s)\n", flush=True)
         sections.append(section.strip() + "\n")
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    header = (
-        "# Benchmark results\n\n"
-        f"Measured by `make bench` on {today}, on {_machine()}.\n"
-        "Every figure is compared with the raw backend doing the same work in the same run; "
-        "absolute numbers vary from run to run, ratios much less.\n"
-    )
-    if selected:
-        header += f"\nThis file holds only: {', '.join(selected)}.\n"
-    (HERE / "RESULTS.md").write_text(header + "\n" + "\n".join(sections))
-    print(f"wrote {HERE / 'RESULTS.md'}")
+    results = HERE / "RESULTS.md"
+    if selected and results.exists():
+        stamp = f"Measured alone (`python -m bench {' '.join(selected)}`) on {today}, on {_machine()}."
+        results.write_text(_merged(results.read_text(), sections, stamp))
+    else:
+        header = (
+            "# Benchmark results\n\n"
+            f"Measured by `make bench` on {today}, on {_machine()}.\n"
+            "Every figure is compared with the raw backend doing the same work in the same run; "
+            "absolute numbers vary from run to run, ratios much less.\n"
+        )
+        if selected:
+            header += f"\nThis file holds only: {', '.join(selected)}.\n"
+        results.write_text(header + "\n" + "\n".join(sections))
+    print(f"wrote {results}")
+
+
+def _merged(old: str, sections: list[str], stamp: str) -> str:
+    """``old`` with each new section in place of the one under the same ``## `` heading (new
+    headings go at the end), the stamp under each new heading."""
+    parts = old.split("\n## ")
+    head, known = parts[0], ["## " + part.rstrip("\n") + "\n" for part in parts[1:]]
+    for section in sections:
+        heading, _, body = section.partition("\n")
+        stamped = f"{heading}\n\n{stamp}\n{body}"
+        index = next((i for i, part in enumerate(known) if part.partition("\n")[0] == heading), len(known))
+        known[index:index + 1] = [stamped]
+    return head.rstrip("\n") + "\n\n" + "\n".join(known)
 
 
 if __name__ == "__main__":

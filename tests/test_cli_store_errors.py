@@ -104,5 +104,7 @@ def test_a_driver_error_the_storage_layer_lets_through_is_still_one_line(
     for store in (no_schema, f"{redis_url}&bogus=1"):
         for command in ("export", "state-ls", "migrate"):
             done = _run(command, store, tmp_path)
-            assert_one_line_error(done, "cannot")
+            # a command that only reads finds no store there before it meets the driver's error
+            reads_nothing_there = store == no_schema and command != "migrate"
+            assert_one_line_error(done, "no keepstate store" if reads_nothing_there else "cannot")
     assert list(tmp_path.iterdir()) == []

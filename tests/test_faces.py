@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from keepstate import AsyncClient, AsyncInvocation, AsyncScope, AsyncWorker, Client, Invocation, Scope, Worker
-from keepstate.client import AsyncKeys, AsyncRuns, AsyncSessions, Keys, Runs, Sessions
+from keepstate.client import Agents, AsyncAgents, AsyncKeys, AsyncRuns, AsyncSessions, Keys, Runs, Sessions
 from keepstate.client.invocation import AsyncHttpOps, AsyncState, HttpOps, State
 from keepstate.client.memory_calls import AsyncHttpMemoryOps, HttpMemoryOps
 from keepstate.memory import AsyncMemory, AsyncMemoryOps, InlineAsyncMemoryOps, Memory, MemoryOps
@@ -63,7 +63,8 @@ def _same(sync: type, asynchronous: type, only: set[str] | None = None, init: bo
 
 
 @pytest.mark.parametrize(("sync", "asynchronous"), [
-    (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Worker, AsyncWorker),
+    (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Agents, AsyncAgents),
+    (Worker, AsyncWorker),
     (Invocation, AsyncInvocation), (Scope, AsyncScope), (State, AsyncState), (ScopeOps, AsyncScopeOps),
     (HttpOps, AsyncHttpOps), (Memory, AsyncMemory), (MemoryOps, AsyncMemoryOps), (HttpMemoryOps, AsyncHttpMemoryOps),
 ])

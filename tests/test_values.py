@@ -6,12 +6,13 @@ import re
 import uuid
 from collections.abc import Callable
 
+import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import keepstate
-from keepstate import InvalidKey, InvalidValue, values
+from keepstate import InvalidKey, InvalidValue, jsontext, values
 from keepstate.values import MAX_DEPTH
 
 REFUSED_BODIES = [
@@ -155,4 +156,79 @@ def test_a_batch_of_deep_values_is_checked_value_by_value() -> None:
 @given(st.binary(max_size=60), st.integers(min_value=0, max_value=30))
 def test_the_long_digit_scan_finds_what_the_regular_expression_finds(noise: bytes, run: int) -> None:
     data = noise[:30] + b"7" * run + noise[30:]
-    assert values._has_long_digits(data) == (re.search(rb"\d{19,}", data) is not None)
+    assert jsontext.has_long_digits(data) == (re.search(rb"\d{19,}", data) is not None)
+
+
+# Big bodies of every shape: checked at C speed, never by the Python walk --------------------------
+
+def _body(value_text: bytes) -> bytes:
+    return b'{"value":' + value_text + b"}"
+
+
+def _row(element: bytes, count: int) -> bytes:
+    return b"[" + b",".join([element] * count) + b"]"
+
+
+_CHAIN = b"[" * 126 + b"]" * 126
+BIG_GOOD_BODIES = {
+    "690k objects": _body(_row(b"{}", 690_000)),
+    "690k arrays": _body(_row(b"[]", 690_000)),
+    "8,000 chains 126 deep": _body(_row(_CHAIN, 8_000)),
+    "a value 128 deep": _body(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH),
+    "ids of 22 digits in strings": _body(_row(b'{"id":"1234567890123456789012","n":1234567890123456789}', 35_000)),
+    "a chat": _body(_row(b'{"role":"user","content":"hello\\n \\"there\\" [1] {2}","n":[1,2.5]}', 20_000)),
+}
+
+
+@pytest.fixture
+def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python walk of a value raises: these checks must not fall back to it."""
+
+    def walk(*args: object) -> None:
+        raise AssertionError("the Python walk ran")
+
+    monkeypatch.setattr(values, "_find_bad", walk)
+
+
+@pytest.mark.usefixtures("no_walk")
+@pytest.mark.parametrize("name", list(BIG_GOOD_BODIES))
+def test_big_good_bodies_parse_and_encode_without_a_walk(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = BIG_GOOD_BODIES[name]
+    assert len(body) <= values.MAX_BODY_BYTES
+    monkeypatch.setattr(values, "_parse_exactly", lambda *args: pytest.fail("a good body was parsed twice"),
+                        raising=False)
+    parsed = values.parse(body, MAX_DEPTH + 1)
+    assert parsed == orjson.loads(body)
+    assert values.encode(parsed["value"]) == orjson.dumps(parsed["value"])
+
+
+BIG_BAD_BODIES = [
+    (_body(_row(b"{}", 690_000)[:-1] + b',"\\u0000"]'), "$.value[690000]", "U+0000"),
+    (_body(_row(b"[]", 690_000)[:-1] + b",[18446744073709551616]]"), "$.value[690000][0]", "64-bit"),
+    (_body(_row(_CHAIN, 8_000)[:-1] + b",{\"k\":NaN}]"), "$.value[8000].k", "NaN"),
+    (_body(_row(b'{"a":"b"}', 200_000)[:-1] + b',{"a":1,"b\\ud800":2}]'), '$.value[200000]["b\\ud800"]', "surrogate"),
+    (_body(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)), "$.value" + "[0]" * MAX_DEPTH, "nesting"),
+    (_body(_row(_CHAIN, 8_000)[:-1] + b"," + b"[" * 128 + b"]" * 128 + b"]"), "$.value[8000]" + "[0]" * 127, "nesting"),
+]
+
+
+@pytest.mark.usefixtures("no_walk")
+@pytest.mark.parametrize(("body", "path", "said"), BIG_BAD_BODIES)
+def test_big_bad_bodies_are_refused_at_their_first_bad_place(body: bytes, path: str, said: str) -> None:
+    assert len(body) <= values.MAX_BODY_BYTES
+    with pytest.raises(InvalidValue) as caught:
+        values.parse(body, MAX_DEPTH + 1)
+    assert caught.value.path == path and said in caught.value.message
+
+
+@pytest.mark.usefixtures("no_walk")
+def test_big_bad_values_are_refused_by_encode_at_their_first_bad_place() -> None:
+    row: list[object] = [{} for _ in range(690_000)]
+    cases: list[tuple[object, str]] = [
+        ("\x00", "$[690000]"), (2**64, "$[690000]"), (float("nan"), "$[690000]"),
+        ({"k": [float("inf")]}, "$[690000].k[0]"), (_nest(MAX_DEPTH), "$[690000]" + "[0]" * (MAX_DEPTH - 1)),
+    ]
+    for bad, path in cases:
+        with pytest.raises(InvalidValue) as caught:
+            values.encode([*row, bad])
+        assert caught.value.path == path, bad

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from backends import declaring
 from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
-from keepstate.platform import Platform, open_platform
+from keepstate.platform import open_platform
 from keepstate.stores.base import Database, PlatformFacet
 from keepstate.stores.records import (
     NULL,
@@ -34,23 +33,6 @@ from keepstate.stores.records import (
 pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 ENV = "default"
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-async def platform(backend_url: str) -> AsyncIterator[Platform]:
-    opened = await open_platform(backend_url)
-    yield opened
-    await opened.aclose()
-
-
-@pytest.fixture
-def repo(platform: Platform) -> PlatformFacet:
-    return platform.repo
-
-
-@pytest.fixture
-def database(platform: Platform) -> Database:
-    return platform.database
 
 
 def uid(prefix: str) -> str:
@@ -315,7 +297,7 @@ async def test_cancel_queued_held_running_and_done(repo: PlatformFacet) -> None:
     queued, _ = await start(repo, new_run("q"))
     cancelled = await repo.cancel(ENV, queued.id, now_ms())
     assert cancelled is not None and cancelled.status == "cancelled"
-    assert not await repo.has_queued(ENV, ["q"]) and await claim(repo, "q") is None
+    assert not await repo.has_queued(ENV, ["q"], now_ms()) and await claim(repo, "q") is None
     running, _ = await start(repo, new_run("r"))
     claimed = await claim(repo, "r", token="t-r")
     assert claimed is not None
@@ -354,14 +336,15 @@ async def test_cancel_racing_claims_never_both_wins(repo: PlatformFacet) -> None
 
 async def test_claims_are_exclusive_under_concurrency(repo: PlatformFacet) -> None:
     runs = [(await start(repo, new_run("work")))[0] for _ in range(20)]
-    assert await repo.has_queued(ENV, ["other", "work"]) and not await repo.has_queued(ENV, ["other"])
+    now = now_ms()
+    assert await repo.has_queued(ENV, ["other", "work"], now) and not await repo.has_queued(ENV, ["other"], now)
     results = await asyncio.gather(*(claim(repo, "work") for _ in range(40)))
     claimed = [c for c in results if c is not None]
     assert len(claimed) == 20
     assert sorted(c.run.id for c in claimed) == sorted(r.id for r in runs)
     assert len({c.invocation.id for c in claimed}) == 20
     assert all(c.run.status == "running" and c.invocation.status == "running" for c in claimed)
-    assert not await repo.has_queued(ENV, ["work"])
+    assert not await repo.has_queued(ENV, ["work"], now_ms())
 
 
 async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: PlatformFacet) -> None:

@@ -25,7 +25,10 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 NAMESPACE = ("conversations",)
 
@@ -48,7 +51,7 @@ class CheckpointerConversation:
         builder.add_edge(START, "agent")
         builder.add_edge("agent", END)
         self._graph = builder.compile(checkpointer=saver)
-        self._config = {"configurable": {"thread_id": thread_id}}
+        self._config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         self._on_close = on_close
 
     def append(self, text: str) -> None:

@@ -96,7 +96,7 @@ def test_every_route_refuses_a_missing_credential_before_its_body(api: Api, meth
 @pytest.mark.parametrize(("method", "path", "allowed"), [
     ("DELETE", "/v0/runs", {"GET", "HEAD", "POST"}),
     ("PUT", "/v0/sessions", {"GET", "HEAD", "POST"}),
-    ("POST", "/v0/sessions/s1", {"GET", "HEAD", "DELETE"}),
+    ("POST", "/v0/sessions/s1", {"GET", "HEAD", "PATCH", "DELETE"}),
     ("PATCH", "/v0/keys", {"GET", "HEAD", "POST"}),
     ("POST", "/v0/state/session/k", {"GET", "HEAD", "PUT", "DELETE"}),
     ("PUT", "/v0/state/session", {"GET", "HEAD"}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from backends import declaring
+from keepstate.sessions import SessionStore
 from serverproc import free_port
 
 __all__ = ["free_port"]  # re-exported for the session tests
@@ -84,8 +86,14 @@ def spawn(*args: str) -> subprocess.Popen[str]:
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    """Wait for a worker; its last stdout line is a JSON report."""
-    out, err = proc.communicate(timeout=timeout)
+    """Wait for a worker; its last stdout line is a JSON report. A worker that outlives ``timeout`` is
+    killed and fails the test (it would otherwise outlive the test, still holding what it holds)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"worker still running after {timeout} s (killed): {err[-3000:]}") from None
     assert proc.returncode == 0, f"worker failed ({proc.returncode}): {err[-3000:]}"
     report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return report
@@ -96,3 +104,27 @@ async def wait_for_file(path: Path, timeout: float = 30) -> None:
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         await asyncio.sleep(0.02)
+
+
+
+async def deaf_renewals(store: SessionStore, delay: float) -> list[float]:
+    """Make ``store``'s real renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
+    driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it.
+    The list returned gets the loop time of each renewal's end."""
+    facet = await store.leases.facet()
+    renew = facet.renew
+    ended: list[float] = []
+
+    async def deaf(id: str, token: int, ttl_ms: int) -> bool:
+        loop = asyncio.get_running_loop()
+        done_at = loop.time() + delay
+        while (left := done_at - loop.time()) > 0:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(left)
+        try:
+            return await renew(id, token, ttl_ms)
+        finally:
+            ended.append(loop.time())
+
+    facet.renew = deaf  # type: ignore[method-assign]
+    return ended

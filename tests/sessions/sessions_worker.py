@@ -4,6 +4,7 @@
     sessions_worker.py pause URL SID READY LEASE                        # hold a lease, then write late
     sessions_worker.py effect URL SID READY                             # die (SIGKILL) inside an effect
     sessions_worker.py hold URL SID READY GO                            # hold SID until GO appears
+    sessions_worker.py block URL SID READY UNTIL                        # block the loop inside transact
 
 The last stdout line is a JSON report.
 """
@@ -15,11 +16,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from keepstate import KeepstateError
-from keepstate.sessions import LeaseLost, SessionManager, SessionState, open_session_store
+from keepstate.sessions import LeaseLost, SessionManager, SessionState, SessionStore, open_session_store
 
 CONFIG = "cfg-1"
 
@@ -66,6 +68,16 @@ async def confirm(url: str, go: str, ready: str, ledger: str, concurrency: str, 
     return counts
 
 
+async def transact_outcome(store: SessionStore, sid: str, operation: Callable[[], Awaitable[str]]) -> dict[str, Any]:
+    """Run ``operation`` in ``sid``'s transact, then close: its result, or ``lease_lost``."""
+    try:
+        outcome = await store.transact(sid, operation)
+    except LeaseLost as error:
+        outcome = error.code
+    await store.aclose()
+    return {"outcome": outcome}
+
+
 async def pause(url: str, sid: str, ready: str, lease: str) -> dict[str, Any]:
     store = open_session_store(url, lease_seconds=float(lease), wait_timeout=30)
 
@@ -75,12 +87,7 @@ async def pause(url: str, sid: str, ready: str, lease: str) -> dict[str, Any]:
         await store.set(sid, SessionState(state={"by": "late-worker"}))
         return "wrote"
 
-    try:
-        outcome = await store.transact(sid, operation)
-    except LeaseLost as error:
-        outcome = error.code
-    await store.aclose()
-    return {"outcome": outcome}
+    return await transact_outcome(store, sid, operation)
 
 
 async def effect(url: str, sid: str, ready: str) -> dict[str, Any]:
@@ -107,7 +114,31 @@ async def hold(url: str, sid: str, ready: str, go: str) -> dict[str, Any]:
         await store.aclose()
 
 
-COMMANDS = {"confirm": confirm, "pause": pause, "effect": effect, "hold": hold}
+async def block(url: str, sid: str, ready: str, until: str) -> dict[str, Any]:
+    """set, block the event loop (``time.sleep``) past the 1 s lease, set again, return."""
+    store = open_session_store(url, lease_seconds=1, wait_timeout=10)
+
+    async def operation() -> str:
+        await store.set(sid, SessionState(state={"by": "blocker", "step": 1}))
+        Path(ready).touch()
+        block_loop(until)
+        await store.set(sid, SessionState(state={"by": "blocker", "step": 2}))
+        return "returned"
+
+    return await transact_outcome(store, sid, operation)
+
+
+def block_loop(until: str) -> None:
+    """Sleep on the event loop's thread (no task runs, no renewal): UNTIL seconds, or until the file UNTIL exists."""
+    if until.replace(".", "", 1).isdigit():
+        time.sleep(float(until))
+        return
+    deadline = time.monotonic() + 30
+    while not Path(until).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+COMMANDS = {"confirm": confirm, "pause": pause, "effect": effect, "hold": hold, "block": block}
 
 if __name__ == "__main__":
     report = asyncio.run(COMMANDS[sys.argv[1]](*sys.argv[2:]))  # type: ignore[operator]

@@ -111,3 +111,32 @@ async def test_different_sessions_overlap_across_processes(backend_url: str, tmp
     report = await asyncio.to_thread(finish, worker)
     assert report["outcome"] == "overlapped"
     await store.aclose()
+
+
+async def test_operation_blocking_its_loop_returns_and_frees_the_lease(backend_url: str, tmp_path: Path) -> None:
+    """set, time.sleep past the 1 s lease, set: transact returns, the process exits, the lease is free."""
+    worker = spawn("block", backend_url, "s-blk", str(tmp_path / "ready"), "1.5")
+    report = await asyncio.to_thread(finish, worker, 30)  # a lease renewed forever would hang here
+    assert report["outcome"] == "returned"
+    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)  # SessionLocked if still held
+    state = await store.transact("s-blk", lambda: store.get("s-blk"))
+    assert state is not None and state.state == {"by": "blocker", "step": 2}
+    await store.aclose()
+
+
+async def test_write_after_blocking_past_a_newer_grant_is_refused(backend_url: str, tmp_path: Path) -> None:
+    """While the holder's loop is blocked past its lease another process is granted it: the holder's
+    next write is refused (LeaseLost), never written, and it still exits."""
+    ready, taken = tmp_path / "ready", tmp_path / "taken"
+    worker = spawn("block", backend_url, "s-tk", str(ready), str(taken))
+    try:
+        await wait_for_file(ready)
+        store = open_session_store(backend_url, lease_seconds=1, wait_timeout=10)
+        await store.transact("s-tk", lambda: store.set("s-tk", SessionState(state={"by": "new-holder"})))
+    finally:
+        taken.touch()  # unblocks the worker
+    report = await asyncio.to_thread(finish, worker, 30)
+    assert report["outcome"] == "lease_lost"
+    state = await store.transact("s-tk", lambda: store.get("s-tk"))  # and the lease is free again
+    assert state is not None and state.state == {"by": "new-holder"}
+    await store.aclose()

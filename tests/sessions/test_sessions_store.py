@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from sessions_support import ALL
+from sessions_support import ALL, deaf_renewals
 
 from keepstate import InvalidKey
 from keepstate.clock import now_ms
@@ -203,3 +203,75 @@ async def test_ids_are_checked(store: SessionStore) -> None:
     with pytest.raises(InvalidKey):
         await store.transact("", lambda: asyncio.sleep(0))
 
+
+
+async def test_operation_blocking_its_loop_still_ends_its_lease(backend_url: str) -> None:
+    """set, time.sleep past the lease, set: transact returns and frees the lease (no renewal left running)."""
+    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+
+    async def blocking() -> str:
+        await store.set("blk", SessionState(state={"step": 1}))
+        time.sleep(1.5)  # the renewal falls due while the loop cannot run it
+        await store.set("blk", SessionState(state={"step": 2}))
+        return "returned"
+
+    holder = asyncio.create_task(store.transact("blk", blocking))
+    await asyncio.wait([holder], timeout=20)  # not wait_for: it would hand back a result of a swallowed cancel
+    assert holder.done(), "transact never returned"
+    assert holder.result() == "returned"
+    other = open_session_store(backend_url, lease_seconds=1, wait_timeout=2)
+    assert await other.transact("blk", lambda: asyncio.sleep(0, "free")) == "free"
+    assert [task for task in asyncio.all_tasks() if task.get_name().startswith("keepstate-renew")] == []
+    await other.aclose()
+    await store.aclose()
+
+
+async def test_a_renewal_deaf_to_cancellation_cannot_outlive_its_operation(backend_url: str) -> None:
+    """The operation ends while a renewal is in flight whose driver loses the cancellation: transact
+    still returns, and releases only after that renewal (else it would revive the lease)."""
+    store = open_session_store(backend_url, lease_seconds=0.6, wait_timeout=5)
+    await deaf_renewals(store, delay=0.3)
+    holder = asyncio.create_task(store.transact("deaf", lambda: asyncio.sleep(0.35, "done")))  # renewal: 0.2-0.5 s
+    await asyncio.wait([holder], timeout=10)
+    assert holder.done(), "transact never returned"
+    assert holder.result() == "done"
+    other = open_session_store(backend_url, wait_timeout=0)  # one attempt: SessionLocked unless free now
+    assert await other.transact("deaf", lambda: asyncio.sleep(0, "free")) == "free"
+    await other.aclose()
+    await store.aclose()
+
+
+async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(backend_url: str) -> None:
+    """A cancellation of the caller that lands while transact waits for the last renewal is not
+    swallowed: transact raises CancelledError at once, and the lease is still released after the
+    renewal, before aclose returns."""
+    store = open_session_store(backend_url, lease_seconds=1.5, wait_timeout=5)
+    renewals_ended = await deaf_renewals(store, delay=0.5)
+    holder = asyncio.create_task(store.transact("cx", lambda: asyncio.sleep(0.6)))  # renewal: 0.5-1.0 s
+    renewals_when_cancelled: list[int] = []
+    holder.add_done_callback(lambda _: renewals_when_cancelled.append(len(renewals_ended)))
+    await asyncio.sleep(0.75)
+    holder.cancel()
+    await asyncio.wait([holder], timeout=10)
+    assert holder.done() and holder.cancelled()
+    assert renewals_when_cancelled == [0]  # not kept waiting for the renewal in flight
+    await store.aclose()  # waits for the release, which follows the renewal (that holds the lease to 2.5 s)
+    other = open_session_store(backend_url, wait_timeout=0)
+    assert await other.transact("cx", lambda: asyncio.sleep(0, "free")) == "free"
+    await other.aclose()
+
+
+async def test_a_cancelled_call_is_cancelled_at_every_loop_step(store: SessionStore) -> None:
+    """A driver may finish its inner work in the step a cancel lands and lose it (redis-py's send
+    under ``asyncio.wait_for`` on Python 3.11): the store's calls still end cancelled."""
+    await store.set("c", SessionState())
+    lost = []
+    for steps in range(12):
+        call = asyncio.create_task(store.set("c", SessionState(state={"n": steps})))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if call.cancel():
+            await asyncio.wait([call], timeout=10)
+            if not call.cancelled():
+                lost.append(steps)
+    assert lost == [], f"cancellations lost at loop-step offsets {lost}"

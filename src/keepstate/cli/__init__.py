@@ -24,6 +24,8 @@ _COMMANDS = {
     "export": "keepstate.cli.transfer:export",
     "import": "keepstate.cli.transfer:import_",
     "migrate": "keepstate.cli.migrate:migrate",
+    "purge": "keepstate.cli.purge:purge",
+    "backup": "keepstate.cli.backup:backup",
 }
 
 

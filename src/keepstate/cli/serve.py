@@ -41,17 +41,28 @@ STARTUP_FAILURE = 3
     "--invocation-lease", "lease", envvar="KEEPSTATE_INVOCATION_LEASE", default=30.0,
     type=click.FloatRange(0.1, 3600), show_default=True, help="Seconds an invocation lives without a heartbeat.",
 )
-def serve(store: str, host: str, port: int, workers: int, lease: float) -> None:
+@click.option(
+    "--queue-timeout", envvar="KEEPSTATE_QUEUE_TIMEOUT", default=600.0, type=click.FloatRange(1, 86_400),
+    show_default=True, help="Seconds a run may stay queued before it expires, unless it sets its own.",
+)
+@click.option(
+    "--retention-days", envvar="KEEPSTATE_RETENTION_DAYS", default=None, type=click.FloatRange(min=0, min_open=True),
+    help="Purge finished runs older than this many days, in the background (default: keep them).",
+)
+def serve(
+    store: str, host: str, port: int, workers: int, lease: float, queue_timeout: float, retention_days: float | None
+) -> None:
     """Serve the HTTP API."""
     admin_key = _admin_key()
     shared = _check(store, workers)
     sock = bind(host, port)
+    lifecycle = {"queue_timeout": queue_timeout, "retention_days": retention_days}
     try:
         if shared:
             with quiet_libraries(), store_errors(store, "serve"):
                 asyncio.run(_bootstrap(store, admin_key))
         click.echo(f"keepstate: serving {_address(host, sock)} over {redact(store)}", err=True)
-        _run(store, lease, workers, sock, bootstrap_admin=not shared, admin_key=admin_key)
+        _run(store, lease, workers, sock, lifecycle, bootstrap_admin=not shared, admin_key=admin_key)
     finally:
         sock.close()
 
@@ -114,8 +125,11 @@ def _address(host: str, sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstrap: Any) -> None:
-    """uvicorn on the bound socket: this process, or ``workers`` processes sharing it."""
+def _run(
+    store: str, lease: float, workers: int, sock: socket.socket, lifecycle: dict[str, Any], **bootstrap: Any
+) -> None:
+    """uvicorn on the bound socket: this process, or ``workers`` processes sharing it; ``lifecycle`` holds
+    ``create_app``'s queue_timeout and retention_days (the environment carries them to workers)."""
     import uvicorn
 
     options: dict[str, Any] = {"loop": "uvloop", "http": "httptools", "access_log": False, "log_level": "warning",
@@ -123,7 +137,7 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstra
     if workers == 1:
         from ..server.app import create_app
 
-        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, **bootstrap), **options))
+        server = uvicorn.Server(uvicorn.Config(create_app(store, lease, **lifecycle, **bootstrap), **options))
         with contextlib.suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
         if not server.started:
@@ -131,7 +145,10 @@ def _run(store: str, lease: float, workers: int, sock: socket.socket, **bootstra
         return
     from uvicorn.supervisors import Multiprocess
 
-    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease)})
+    os.environ.update({"KEEPSTATE_STORE": store, "KEEPSTATE_INVOCATION_LEASE": str(lease),
+                       "KEEPSTATE_QUEUE_TIMEOUT": str(lifecycle["queue_timeout"])})
+    if lifecycle["retention_days"] is not None:
+        os.environ["KEEPSTATE_RETENTION_DAYS"] = str(lifecycle["retention_days"])
     config = uvicorn.Config("keepstate.server.app:app_from_env", factory=True, workers=workers, **options)
     Multiprocess(config, sockets=[sock]).run()
 

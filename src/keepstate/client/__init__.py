@@ -7,14 +7,17 @@ I/O-free (``calls``, ``_core``); the sync and async modules only send them.
 
 from __future__ import annotations
 
-from ._async import AsyncClient, AsyncKeys, AsyncRuns, AsyncSessions
-from ._sync import Client, Keys, Runs, Sessions
+from ._async import AsyncAgents, AsyncClient, AsyncKeys, AsyncRuns, AsyncSessions
+from ._sync import Agents, Client, Keys, Runs, Sessions
 from .async_worker import AsyncWorker
 from .invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
-from .records import Claim, Heartbeat, Key, Run, Session
+from .records import Agent, Claim, Heartbeat, Key, Run, Session
 from .worker import Worker
 
 __all__ = [
+    "Agent",
+    "Agents",
+    "AsyncAgents",
     "AsyncClient",
     "AsyncInvocation",
     "AsyncKeys",

@@ -17,7 +17,7 @@ import httpx
 
 from . import _core, calls
 from ._core import Call, Config
-from .records import Key, Run, Session
+from .records import Agent, Key, Run, Session
 
 T = TypeVar("T")
 
@@ -80,6 +80,9 @@ class AsyncSessions:
             if after is None or not page:
                 return
 
+    async def update(self, session_id: str, metadata: Any) -> Session:
+        return await self._send(calls.update_session(session_id, metadata))
+
     async def delete(self, session_id: str) -> None:
         await self._send(calls.delete_session(session_id))
 
@@ -91,9 +94,10 @@ class AsyncRuns:
         self._send = sender.send
 
     async def start(
-        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None
+        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None,
+        queue_timeout: float | None = None,
     ) -> Run:
-        return await self._send(calls.start_run(agent, input, session_id, idempotency_key))
+        return await self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
 
     async def get(self, run_id: str) -> Run:
         return await self._send(calls.get_run(run_id))
@@ -126,6 +130,16 @@ class AsyncRuns:
         return await self._send(calls.cancel_run(run_id))
 
 
+class AsyncAgents:
+    """``client.agents``, awaited."""
+
+    def __init__(self, sender: AsyncSender) -> None:
+        self._send = sender.send
+
+    async def list(self) -> builtins.list[Agent]:
+        return await self._send(calls.list_agents())
+
+
 class AsyncKeys:
     """``client.keys`` (admin), awaited."""
 
@@ -154,6 +168,7 @@ class AsyncClient:
         self.sessions = AsyncSessions(self._sender)
         self.runs = AsyncRuns(self._sender)
         self.keys = AsyncKeys(self._sender)
+        self.agents = AsyncAgents(self._sender)
 
     @property
     def base_url(self) -> str:

@@ -17,7 +17,7 @@ import httpx
 
 from . import _core, calls
 from ._core import Call, Config
-from .records import Key, Run, Session
+from .records import Agent, Key, Run, Session
 
 T = TypeVar("T")
 
@@ -78,6 +78,10 @@ class Sessions:
             if after is None or not page:
                 return
 
+    def update(self, session_id: str, metadata: Any) -> Session:
+        """Replace the session's metadata (an object, at most 1 MiB); NotFound for one this key may not see."""
+        return self._send(calls.update_session(session_id, metadata))
+
     def delete(self, session_id: str) -> None:
         """Delete the session and its session-scope state; SessionBusy while a run of it is active."""
         self._send(calls.delete_session(session_id))
@@ -90,10 +94,12 @@ class Runs:
         self._send = sender.send
 
     def start(
-        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None
+        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None,
+        queue_timeout: float | None = None,
     ) -> Run:
-        """Queue a run. SessionBusy while another turn of the session is queued or running."""
-        return self._send(calls.start_run(agent, input, session_id, idempotency_key))
+        """Queue a run. SessionBusy while another turn of the session is queued or running. ``queue_timeout``
+        (seconds, 1-86400; the server's default, 600, when None): still queued that long, it expires."""
+        return self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
 
     def get(self, run_id: str) -> Run:
         return self._send(calls.get_run(run_id))
@@ -126,6 +132,17 @@ class Runs:
     def cancel(self, run_id: str) -> Run:
         """Cancel: a queued or held run now; a running one is asked to stop at its next heartbeat."""
         return self._send(calls.cancel_run(run_id))
+
+
+class Agents:
+    """``client.agents``: the agents of the environment, as workers and runs show them."""
+
+    def __init__(self, sender: SyncSender) -> None:
+        self._send = sender.send
+
+    def list(self) -> builtins.list[Agent]:
+        """Every agent a worker claimed for or that has runs: last claim, queued, running and held runs."""
+        return self._send(calls.list_agents())
 
 
 class Keys:
@@ -162,6 +179,7 @@ class Client:
         self.sessions = Sessions(self._sender)
         self.runs = Runs(self._sender)
         self.keys = Keys(self._sender)
+        self.agents = Agents(self._sender)
 
     @property
     def base_url(self) -> str:

@@ -11,7 +11,7 @@ from .. import values
 from ..protocol import MAX_CLAIM_WAIT_S, MAX_RUN_WAIT_S
 from ..scope import Appended, Page, Versioned, check_if_version
 from ._core import Call, _keep, _none, body, query, segment
-from .records import Claim, Heartbeat, Key, Run, Session
+from .records import Agent, Claim, Heartbeat, Key, Run, Session
 
 # -- sessions --------------------------------------------------------------------------------
 
@@ -32,6 +32,12 @@ def list_sessions(user: str | None, after: str | None, limit: int | None) -> Cal
     return Call("GET", "/v0/sessions", parse, params=query(user=user, after=after, limit=limit), safe=True)
 
 
+def update_session(session_id: str, metadata: Any) -> Call[Session]:
+    # Replacing the metadata with the same object again changes nothing: safe to retry.
+    content = values.encode({"metadata": metadata})
+    return Call("PATCH", f"/v0/sessions/{segment(session_id)}", Session.from_dict, content, safe=True)
+
+
 def delete_session(session_id: str) -> Call[None]:
     return Call("DELETE", f"/v0/sessions/{segment(session_id)}", _none)
 
@@ -39,10 +45,13 @@ def delete_session(session_id: str) -> Call[None]:
 # -- runs ------------------------------------------------------------------------------------
 
 def start_run(
-    agent: str, input: Any, session_id: str | None, idempotency_key: str | None, token: str | None = None
+    agent: str, input: Any, session_id: str | None, idempotency_key: str | None, token: str | None = None,
+    queue_timeout: float | None = None,
 ) -> Call[Run]:
-    """Start a run; with a run ``token`` it is a child of the token's run."""
-    content = body({"agent": agent, "input": input, "session_id": session_id, "idempotency_key": idempotency_key})
+    """Start a run; with a run ``token`` it is a child of the token's run. ``queue_timeout``: seconds it
+    may stay queued before it expires (the server's default when None)."""
+    content = body({"agent": agent, "input": input, "session_id": session_id, "idempotency_key": idempotency_key,
+                    "queue_timeout": queue_timeout})
     return Call(
         "POST", "/v0/runs", Run.from_dict, content,
         auth="token" if token is not None else "key", token=token, safe=idempotency_key is not None,
@@ -76,6 +85,15 @@ def decide(run_id: str, approved: bool, data: Any) -> Call[Run]:
 
 def cancel_run(run_id: str) -> Call[Run]:
     return Call("POST", f"/v0/runs/{segment(run_id)}/cancel", Run.from_dict)
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+def list_agents() -> Call[list[Agent]]:
+    def parse(answer: Any) -> list[Agent]:
+        return [Agent.from_dict(item) for item in answer.get("agents", [])]
+
+    return Call("GET", "/v0/agents", parse, safe=True)
 
 
 # -- keys ------------------------------------------------------------------------------------

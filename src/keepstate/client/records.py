@@ -41,9 +41,11 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One turn. ``status``: queued, running, done, failed, held, interrupted or cancelled.
+    """One turn. ``status``: queued, running, done, failed, held, interrupted, cancelled or expired
+    (no worker took it within its ``queue_timeout``).
 
-    ``cancel_requested``: a cancel was asked while it was running; its worker sees it at the next heartbeat."""
+    ``cancel_requested``: a cancel was asked while it was running; its worker sees it at the next heartbeat.
+    ``queue_deadline``: while it is queued, when it expires (ms since the epoch)."""
 
     id: str
     agent: str
@@ -59,6 +61,7 @@ class Run:
     created_at: int | None
     updated_at: int | None
     cancel_requested: bool = False
+    queue_deadline: int | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> Run:
@@ -69,8 +72,24 @@ class Run:
 
     @property
     def finished(self) -> bool:
-        """True once the run is no longer queued or running (held counts as finished for now)."""
+        """True once the run is no longer queued or running: done, failed, interrupted, cancelled, expired,
+        and held (finished for now: a decision queues it again)."""
         return self.status not in ("queued", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """An agent of the environment: when a worker last claimed for it (None: never) and its active runs."""
+
+    name: str
+    last_claim_at: int | None
+    queued: int
+    running: int
+    held: int
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Agent:
+        return _from_dict(cls, data)
 
 
 @dataclass(frozen=True, slots=True)

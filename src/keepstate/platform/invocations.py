@@ -4,11 +4,16 @@ A claim is one atomic UPDATE in the store (``status = 'queued'`` is the guard), 
 goes to exactly one worker however many server processes share the store. A claim with ``wait``
 long-polls: a cheap read first, the claiming write only when something is queued, woken at once
 by this process's own changes and every ``CLAIM_POLL_S`` for other processes'.
+
+Every claim, also one that finds nothing, says that a worker serves its agents (``GET /v0/agents``):
+recorded in the store at most once per ``AGENT_TOUCH_S`` per agent by each process, so a claim
+costs what it did, bar one small upsert every few seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from .. import values
@@ -21,12 +26,18 @@ from .models import Caller
 from .service import Platform, require
 
 CLAIM_POLL_S = 0.1
+AGENT_TOUCH_S = 5.0
+"""How often a process records, per (environment, agent), that a worker claimed for it."""
+TOUCHED_LIMIT = 10_000
+"""How many (environment, agent) pairs a process remembers before it starts over (a miss costs one upsert)."""
 
 
 class Invocations:
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
         self.repo = platform.repo
+        self._touched: dict[tuple[str, str], float] = {}  # (env, agent) -> when recorded (loop time)
+        self.touch_every = AGENT_TOUCH_S
 
     def _lease_until(self) -> int:
         return now_ms() + round(self.platform.lease_seconds * 1000)
@@ -35,10 +46,11 @@ class Invocations:
         """The oldest queued invocation of ``agents`` in the caller's environment, or None after ``wait``."""
         require(caller, "worker", "admin")
         loop = asyncio.get_running_loop()
+        await self._touch(caller.env, agents, loop.time())
         deadline = loop.time() + min(wait, MAX_CLAIM_WAIT_S)
         while True:
             event = self.platform.changed.current()
-            if await self.repo.has_queued(caller.env, agents):
+            if await self.repo.has_queued(caller.env, agents, now_ms()):
                 claimed = await self._claim_now(caller.env, agents)
                 if claimed is not None:
                     return claimed
@@ -46,6 +58,16 @@ class Invocations:
             if left <= 0:
                 return None
             await self.platform.changed.wait(min(left, CLAIM_POLL_S), event)
+
+    async def _touch(self, env: str, agents: list[str], at: float) -> None:
+        """Record the claim's agents in the store unless this process did within ``touch_every``."""
+        due = [agent for agent in agents if at - self._touched.get((env, agent), -math.inf) >= self.touch_every]
+        if not due:
+            return
+        if len(self._touched) > TOUCHED_LIMIT:
+            self._touched.clear()
+        await self.repo.touch_agents(env, due, now_ms())
+        self._touched.update(((env, agent), at) for agent in due)
 
     async def _claim_now(self, env: str, agents: list[str]) -> Claimed | None:
         token = auth.new_run_token()

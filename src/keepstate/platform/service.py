@@ -16,7 +16,17 @@ from ..clock import now_ms
 from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
 from ..protocol import MAX_RUN_WAIT_S
 from ..stores.base import Database, PlatformFacet, StateFacet
-from ..stores.records import ACTIVE, ROLES, RunFilter, StoredInvocation, StoredKey, StoredRun, StoredSession
+from ..stores.records import (
+    ACTIVE,
+    DEFAULT_QUEUE_TIMEOUT_MS,
+    ROLES,
+    AgentStats,
+    RunFilter,
+    StoredInvocation,
+    StoredKey,
+    StoredRun,
+    StoredSession,
+)
 from . import auth
 from .models import Caller, Page
 from .notify import Notifier
@@ -24,6 +34,9 @@ from .notify import Notifier
 RUN_POLL_S = 0.25
 RUN_CALLER_LIMIT = 10_000
 """How many run tokens' callers a process keeps (a few hundred bytes each) before it starts over."""
+QUEUE_TIMEOUT_RANGE_S = (1, 86_400)
+"""A run's ``queue_timeout`` and the server's ``--queue-timeout``: from a second to a day."""
+DEFAULT_QUEUE_TIMEOUT_S = DEFAULT_QUEUE_TIMEOUT_MS / 1000
 
 
 def require_run_token(token: str | None) -> str:
@@ -41,12 +54,14 @@ def lease_alive(lease_until: int | None) -> bool:
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
-    def __init__(self, database: Database, repo: PlatformFacet, state: StateFacet, lease_seconds: float = 30.0
-                 ) -> None:
+    def __init__(self, database: Database, repo: PlatformFacet, state: StateFacet, lease_seconds: float = 30.0,
+                 queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S) -> None:
         self.database = database
         self.repo = repo
         self.state = state
         self.lease_seconds = lease_seconds
+        self.queue_timeout_ms = queue_timeout_ms(queue_timeout)
+        """How long a run started without its own ``queue_timeout`` may stay queued."""
         self.changed = Notifier()
         self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
 
@@ -154,10 +169,7 @@ class Platform:
         require(caller, "admin", "member")
         session_id = name_field(body, "id") or auth.new_id("ses")
         metadata = body.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            raise InvalidRequest("metadata must be an object")
-        data = values.encode({} if metadata is None else metadata)
-        values.check_size(len(data), "metadata")
+        data = metadata_data({} if metadata is None else metadata)
         session = StoredSession(caller.env, session_id, caller.key_id, name_field(body, "user"), data, now_ms())
         stored, created = await self.repo.create_session(session)
         if not created and not self.may_use(caller, stored.owner):
@@ -184,6 +196,18 @@ class Platform:
         found = await self.repo.list_sessions(caller.env, owner, user, cursor(after), limit)
         return page(found, limit)
 
+    async def update_session(self, caller: Caller, session_id: str, body: dict[str, Any]) -> StoredSession:
+        """Replace the session's metadata (owner, admin): the same checks as at its creation."""
+        require(caller, "admin", "member")
+        if "metadata" not in body:
+            raise InvalidRequest("metadata is required: the object that replaces the session's metadata")
+        data = metadata_data(body["metadata"])
+        owner = None if caller.is_admin else caller.key_id
+        updated = await self.repo.update_session(caller.env, session_id, owner, data)
+        if updated is None:
+            raise NotFound(f"no session {session_id!r}")
+        return updated
+
     async def delete_session(self, caller: Caller, session_id: str) -> None:
         """Delete the session, cancel its held runs, and drop its session-scope state of every agent
         that ran in it: an id created again later, by anyone, starts empty."""
@@ -201,17 +225,25 @@ class Platform:
         idempotency_key = name_field(body, "idempotency_key")
         data = values.encode(body.get("input"))
         values.check_size(len(data), "input")
+        timeout = self._queue_timeout(body)
         user = await self._run_user(caller, session_id)
         now = now_ms()
         parent = caller.run
         run = StoredRun(caller.env, auth.new_id("run"), agent, caller.key_id, session_id, user,
-                  parent.run_id if parent else None, "queued", data, now, now, idempotency_key=idempotency_key)
-        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now)
+                        parent.run_id if parent else None, "queued", data, now, now, idempotency_key=idempotency_key,
+                        queue_timeout=timeout, queue_deadline=now + timeout)
+        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now,
+                                      queue_deadline=run.queue_deadline)
         who = f"run:{parent.run_id}" if parent else caller.key_id
         stored, created = await self.repo.start_run(run, who, invocation)
         if created:
             self.changed.notify()
         return stored, created
+
+    def _queue_timeout(self, body: dict[str, Any]) -> int:
+        """The run's ``queue_timeout`` in ms: the body's (seconds), else the server's."""
+        given = body.get("queue_timeout")
+        return self.queue_timeout_ms if given is None else queue_timeout_ms(given)
 
     async def _run_user(self, caller: Caller, session_id: str | None) -> str | None:
         session = None if session_id is None else await self.session(caller, session_id)
@@ -225,16 +257,23 @@ class Platform:
         deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
         while True:
             event = self.changed.current()
-            run = await self._visible_run(caller, run_id)
+            run = await self._visible_run(caller, run_id, expire=True)
             left = deadline - loop.time()
             if run.status not in ACTIVE or left <= 0:
                 return run
             await self.changed.wait(min(left, RUN_POLL_S), event)
 
-    async def _visible_run(self, caller: Caller, run_id: str) -> StoredRun:
+    async def _visible_run(self, caller: Caller, run_id: str, expire: bool = False) -> StoredRun:
+        """The run, if the caller may see it. With ``expire``, a run still queued past its deadline is
+        expired first (the sweep's guarded step, done now), so a reader never sees it queued."""
         run = await self.repo.get_run(caller.env, run_id)
         if run is None or not self.may_use(caller, run.owner):
             raise NotFound(f"no run {run_id!r}")
+        now = now_ms()
+        if expire and run.status == "queued" and run.queue_deadline is not None and run.queue_deadline < now:
+            if await self.repo.expire_queued(now):
+                self.changed.notify()
+            run = await self.repo.get_run(caller.env, run_id) or run
         return run
 
     async def list_runs(self, caller: Caller, query: dict[str, Any]) -> Page:
@@ -257,7 +296,8 @@ class Platform:
         values.check_size(len(decision), "decision")
         run = await self._visible_run(caller, run_id)
         now = now_ms()
-        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now)
+        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now,
+                                      queue_deadline=now + run.queue_timeout)
         decided = await self.repo.decide(caller.env, run_id, decision, invocation, now)
         if decided is None:
             raise NotHeld(f"run {run_id!r} is not held")
@@ -272,6 +312,30 @@ class Platform:
             raise NotFound(f"no run {run_id!r}")
         self.changed.notify()
         return run
+
+    # agents
+    async def list_agents(self, caller: Caller) -> list[AgentStats]:
+        """Every agent of the caller's environment a worker claimed for or that has runs (admin, member:
+        the counts are the environment's, as a worker serves every member's runs)."""
+        require(caller, "admin", "member")
+        return await self.repo.agent_stats(caller.env)
+
+
+def queue_timeout_ms(seconds: object) -> int:
+    """A queue timeout in seconds (1 to 86,400, fractions allowed) as milliseconds; InvalidRequest otherwise."""
+    low, high = QUEUE_TIMEOUT_RANGE_S
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and low <= seconds <= high:
+        return round(seconds * 1000)  # NaN fails the comparison, infinity the bound
+    raise InvalidRequest(f"queue_timeout must be a number of seconds from {low} to {high}")
+
+
+def metadata_data(metadata: object) -> bytes:
+    """A session's metadata as stored: an object, at most 1 MiB encoded."""
+    if not isinstance(metadata, dict):
+        raise InvalidRequest("metadata must be an object")
+    data = values.encode(metadata)
+    values.check_size(len(data), "metadata")
+    return data
 
 
 def require(caller: Caller, *roles: str) -> None:

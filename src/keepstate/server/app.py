@@ -8,9 +8,9 @@ also gets ``Retry-After``); anything else is a logged 500 ``internal``, which is
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -25,17 +25,18 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
+from ..platform.service import DEFAULT_QUEUE_TIMEOUT_S
+from ..platform.upkeep import Upkeep
 from .bootstrap import bootstrap
 from .errors import MethodNotAllowed, error_response
 from .http import json_response
 from .memory_routes import MEMORY_ROUTES, open_memory_api
-from .metrics import Metrics, MetricsMiddleware
+from .metrics import Metrics, MetricsMiddleware, instrument
 from .openapi import DOCUMENT
 from .routes import ROUTES
 from .state_routes import is_state_path, match_state, respond
 
 log = logging.getLogger("keepstate.server")
-SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
 
 
 async def on_error(request: Request, error: Exception) -> Response:
@@ -104,49 +105,41 @@ async def readyz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     found: Metrics = request.app.state.metrics
-    return found.render(request)
+    return await found.render(request.app.state.platform)
 
 
 async def openapi(request: Request) -> Response:
     return json_response(DOCUMENT)
 
 
-async def _sweep_forever(invocations: Invocations, lease_seconds: float) -> None:
-    """Lose invocations whose lease ran out, even when nobody looks at them."""
-    period = min(max(lease_seconds / 4, SWEEP_MIN_S), SWEEP_MAX_S)
-    while True:
-        await asyncio.sleep(period)
-        try:
-            await invocations.sweep()
-        except KeepstateError as error:
-            log.warning("lease sweep failed: %s", error)
-
-
 def create_app(
-    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None
+    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None,
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S, retention_days: float | None = None,
 ) -> KeepstateApp:
     """The app over the store at ``store_url``, opened at startup and closed at shutdown.
 
     With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``).
+    ``queue_timeout``: seconds a run may stay queued unless it says otherwise; ``retention_days``: finished
+    runs older than that are purged in the background (None: kept).
     """
     app_metrics = Metrics()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        platform = await open_platform(store_url, lease_seconds)
+        platform = await open_platform(store_url, lease_seconds, queue_timeout)
+        instrument(platform, app_metrics.store)
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
         app.state.state_api = StateApi(platform.state)
         app.state.memory_api = await open_memory_api(platform.database)
         if bootstrap_admin:
             await bootstrap(platform, admin_key)
-        sweeper = asyncio.create_task(_sweep_forever(app.state.invocations, lease_seconds))
+        upkeep = app_metrics.runs.upkeep = Upkeep(app.state.invocations, retention_days)
+        upkeep.start()
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            await upkeep.stop()
             await platform.aclose()
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
 
@@ -170,6 +163,9 @@ def create_app(
 
 def app_from_env() -> KeepstateApp:
     """Factory for ``--workers N``: each worker process builds its app from the environment."""
-    import os
-
-    return create_app(os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")))
+    retention = os.environ.get("KEEPSTATE_RETENTION_DAYS")
+    return create_app(
+        os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")),
+        queue_timeout=float(os.environ.get("KEEPSTATE_QUEUE_TIMEOUT", str(DEFAULT_QUEUE_TIMEOUT_S))),
+        retention_days=float(retention) if retention else None,
+    )

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..platform.service import QUEUE_TIMEOUT_RANGE_S
+from ..stores.records import RUN_STATUSES
+
 Obj = dict[str, Any]
 ANY: Obj = {}
 STR: Obj = {"type": "string"}
@@ -75,14 +78,16 @@ SCHEMAS: Obj = {
         ["id", "agent", "session_id", "user", "parent_id", "status", "input", "output", "error", "hold", "decision",
          "created_at", "updated_at"],
         id=STR, agent=NAME, session_id=nullable(NAME), user=nullable(NAME), parent_id=nullable(STR),
-        status={"enum": ["queued", "running", "done", "failed", "held", "interrupted", "cancelled"]},
+        status={"enum": list(RUN_STATUSES)},
         input=ANY, output=ANY, error=ANY, hold=ANY, decision=ANY, cancel_requested={"type": "boolean"},
-        created_at=INT, updated_at=INT,
+        queue_deadline=nullable(INT), created_at=INT, updated_at=INT,
     ),
     "Document": obj(["path", "text", "metadata", "version", "updated_at"], path=STR, text=STR,
                     metadata={"type": "object"}, version=INT, updated_at=INT),
     "DocumentInfo": obj(["path", "version", "updated_at"], path=STR, version=INT, updated_at=INT),
     "Hit": obj(["path", "score", "snippet", "version"], path=STR, score={"type": "number"}, snippet=STR, version=INT),
+    "Agent": obj(["name", "last_claim_at", "queued", "running", "held"], name=NAME, last_claim_at=nullable(INT),
+                 queued=INT, running=INT, held=INT),
     "Invocation": obj(
         ["id", "run_id", "agent", "kind", "input", "decision", "session_id", "user", "parent_id", "token",
          "lease_seconds"],
@@ -121,6 +126,8 @@ PATHS: Obj = {
     "/v0/sessions/{id}": {
         "get": op("Get a session (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404)},
                   params=[path_param("id")]),
+        "patch": op("Replace a session's metadata (owner, admin)", {"200": ok(ref("Session")), **errors(403, 404, 413)},
+                    params=[path_param("id")], request=body(obj(["metadata"], metadata={"type": "object"}))),
         "delete": op("Delete a session and its session-scope state",
                      {"204": {"description": "deleted"}, **errors(403, 404, 409)}, params=[path_param("id")]),
     },
@@ -128,7 +135,9 @@ PATHS: Obj = {
         "post": op("Start a run (a turn); with a run token, a child run",
                    {"202": ok(ref("Run")), "200": ok(ref("Run"), "the first run of this idempotency key"),
                     **errors(403, 404, 409, 413)},
-                   request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME))),
+                   request=body(obj(["agent"], agent=NAME, input=ANY, session_id=NAME, idempotency_key=NAME,
+                                    queue_timeout={"type": "number", "minimum": QUEUE_TIMEOUT_RANGE_S[0],
+                                                   "maximum": QUEUE_TIMEOUT_RANGE_S[1]}))),
         "get": op("List runs, oldest first (own; admin: all)",
                   {"200": ok(obj(["runs", "next"], runs={"type": "array", "items": ref("Run")}, next=nullable(STR))),
                    **errors(403)},
@@ -142,6 +151,9 @@ PATHS: Obj = {
                                           request=body(obj(["approved"], approved={"type": "boolean"}, data=ANY)))},
     "/v0/runs/{id}/cancel": {"post": op("Cancel a run (queued/held now; running: requested)",
                                         {"200": RUN_ANSWER, **errors(403, 404)}, params=[path_param("id")])},
+    "/v0/agents": {"get": op(
+        "The environment's agents: those a worker claimed for and those with runs, with their active runs",
+        {"200": ok(obj(["agents"], agents={"type": "array", "items": ref("Agent")})), **errors(403)})},
     "/v0/invocations/claim": {"post": op(
         "Claim the oldest queued invocation of these agents (worker, admin); 204 when none came within wait",
         {"200": ok(ref("Invocation")), "204": {"description": "nothing to do"}, **errors(403)},

@@ -99,6 +99,13 @@ async def list_sessions(request: Request) -> Response:
     return json_response({"sessions": [s.public() for s in found.items], "next": found.next})
 
 
+async def update_session(request: Request) -> Response:
+    caller = await key_caller(request)
+    session_id = record_id(request, "session_id")
+    session = await platform(request).update_session(caller, session_id, await json_object(request))
+    return json_response(session.public())
+
+
 async def delete_session(request: Request) -> Response:
     await platform(request).delete_session(await key_caller(request), record_id(request, "session_id"))
     return no_content()
@@ -142,6 +149,12 @@ async def cancel_run(request: Request) -> Response:
     caller = await key_caller(request)
     await json_object(request, optional=True)
     return json_response((await platform(request).cancel(caller, record_id(request, "run_id"))).public())
+
+
+# agents
+async def list_agents(request: Request) -> Response:
+    agents = await platform(request).list_agents(await key_caller(request))
+    return json_response({"agents": [agent.public() for agent in agents]})
 
 
 # invocations
@@ -198,11 +211,12 @@ ROUTES = [
     resource("/v0/keys", POST=create_key, GET=list_keys),
     resource("/v0/keys/{key_id}", DELETE=revoke_key),
     resource("/v0/sessions", POST=create_session, GET=list_sessions),
-    resource("/v0/sessions/{session_id}", GET=get_session, DELETE=delete_session),
+    resource("/v0/sessions/{session_id}", GET=get_session, PATCH=update_session, DELETE=delete_session),
     resource("/v0/runs", POST=start_run, GET=list_runs),
     resource("/v0/runs/{run_id}", GET=get_run),
     resource("/v0/runs/{run_id}/decision", POST=decide_run),
     resource("/v0/runs/{run_id}/cancel", POST=cancel_run),
+    resource("/v0/agents", GET=list_agents),
     resource("/v0/invocations/claim", POST=claim),
     resource("/v0/invocations/{inv_id}/heartbeat", POST=heartbeat),
     resource("/v0/invocations/{inv_id}/complete", POST=finisher("complete")),

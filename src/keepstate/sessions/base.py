@@ -26,11 +26,13 @@ from typing import Any, TypeVar
 from ..clock import now_ms
 from ..errors import LeaseLost, SessionLocked, Unavailable
 from ..stores.base import Database, LeaseFacet
+from ..stores.ending import cancel_requests, raise_lost_cancel
 from ..stores.records import Blob
 from ..values import check_key
 from .state import SessionState
 
 T = TypeVar("T")
+CLOSE_WAIT_S = 5.0  # longest aclose() waits for leases still ending (a renewal in flight, then a release)
 
 
 class Leases:
@@ -65,6 +67,7 @@ class _Lease:
     lost: bool = False
     cancelled: bool = False
     unreachable: bool = False  # lost because renewals could not reach the store (not refused)
+    ended: bool = False  # the operation is over: the renewer stops, even if its cancellation was lost
     deadline: float = field(default=0.0)
 
 
@@ -91,6 +94,7 @@ class SessionStore:
         self.leases = leases
         self.lease_seconds = lease_seconds
         self.wait_timeout = wait_timeout
+        self._ending: set[asyncio.Task[None]] = set()  # leases still ending after their holder was cancelled
 
     async def get(self, id: str) -> SessionState | None:
         """The session's state, or None when absent or expired. Never takes the lease."""
@@ -116,7 +120,7 @@ class SessionStore:
         await self._fenced(id, lambda facet, token: facet.touch(id, int(expires_at), token))
 
     async def transact(self, id: str, operation: Callable[[], Awaitable[T]]) -> T:
-        """StoredRun ``operation`` holding ``id``'s lease across every process sharing the store.
+        """Run ``operation`` holding ``id``'s lease across every process sharing the store.
 
         Raises ``SessionLocked`` after ``wait_timeout`` of waiting, ``LeaseLost`` when the lease
         is lost mid-operation (the operation is cancelled; none of its later writes land), and
@@ -153,14 +157,15 @@ class SessionStore:
             raise
         finally:
             _HELD.reset(reset)
-            renewer.cancel()
-            await _finish(renewer)
-            await _release_quietly(await self.leases.facet(), id, lease.token)
+            await self._end(lease, renewer)
         if lost_in_body:
             _uncancel(lease)
             raise _lost(lease, "while the operation ran")
 
     async def aclose(self) -> None:
+        """Close the backend, once the leases still ending (their holder was cancelled) are released."""
+        if self._ending:
+            await asyncio.wait(self._ending, timeout=CLOSE_WAIT_S)
         await self.leases.aclose()
 
     async def __aenter__(self) -> SessionStore:
@@ -199,6 +204,27 @@ class SessionStore:
             await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
             delay = min(delay * 2, facet.poll_max)
 
+    async def _end(self, lease: _Lease, renewer: asyncio.Task[None], background: bool = False) -> None:
+        """Stop the renewer, then release: never before its last renewal, which would revive the lease.
+
+        Neither step trusts cancellation alone: a driver may lose it (psycopg_pool's wait on Python
+        3.11 did), so the renewer also stops on ``lease.ended`` after its renewal in flight. A holder
+        cancelled meanwhile is not kept waiting: the rest goes on in the background (``aclose``
+        waits for it). An outage lets the lease expire.
+        """
+        lease.ended = True
+        renewer.cancel()
+        before = cancel_requests()
+        try:
+            await _join(renewer, before)
+            await _release_quietly(await self.leases.facet(), lease.id, lease.token)
+        except asyncio.CancelledError:
+            if not background:  # both steps are idempotent: the background run starts over
+                ending = asyncio.ensure_future(self._end(lease, renewer, background=True))
+                self._ending.add(ending)
+                ending.add_done_callback(self._ending.discard)
+            raise
+
     async def _renew_loop(self, lease: _Lease) -> None:
         """Renew every third of the TTL; retry sooner on an outage; give up at the deadline."""
         interval = self.lease_seconds / 3
@@ -209,6 +235,8 @@ class SessionStore:
                 ok: bool | None = await (await self.leases.facet()).renew(lease.id, lease.token, self._ttl_ms)
             except Unavailable:
                 ok = None
+            if lease.ended:  # the operation ended during the renewal, whose driver may have lost our cancel
+                return
             if ok:
                 lease.deadline = time.monotonic() + self.lease_seconds
                 wait = interval
@@ -242,12 +270,19 @@ def _uncancel(lease: _Lease) -> bool:
     return lease.task.uncancel() == 0
 
 
-async def _finish(task: asyncio.Task[Any]) -> None:
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+async def _join(task: asyncio.Task[None], before: int) -> None:
+    """Wait for ``task`` to end, neither cancelled with it (``shield``) nor raising its own
+    cancellation or failure (a renewer that failed has stopped renewing): only the caller's."""
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if cancel_requests() > before or not task.done():
+            raise
+    except Exception:
+        pass
+    raise_lost_cancel(before)
 
 
-async def _release_quietly(backend: LeaseFacet, id: str, token: int) -> None:
-    """Release even when the holder is being cancelled; an outage just lets the lease expire."""
+async def _release_quietly(facet: LeaseFacet, id: str, token: int) -> None:
     with contextlib.suppress(Unavailable):
-        await asyncio.shield(backend.release(id, token))
+        await facet.release(id, token)

@@ -41,6 +41,14 @@ def open_database(url: str) -> Database:
     return database
 
 
+def preflight(url: str, must_exist: bool = False) -> None:
+    """Check ``url`` before anything is opened, creating nothing: a URL that can never be a store is
+    refused (ValueError, Unavailable), and with ``must_exist`` a store that is not there yet
+    (NotFound) — for the commands that only read, which must never create a store."""
+    module, name = _BACKENDS[scheme_of(url)]
+    getattr(importlib.import_module(module), name).preflight(url, must_exist)
+
+
 def capabilities_of(url: str) -> Capabilities:
     """What the store at ``url`` can do, without opening it."""
     module, name = _BACKENDS[scheme_of(url)]
@@ -48,4 +56,4 @@ def capabilities_of(url: str) -> Capabilities:
     return declared
 
 
-__all__ = ["SCHEMES", "Capabilities", "Database", "capabilities_of", "open_database", "scheme_of"]
+__all__ = ["SCHEMES", "Capabilities", "Database", "capabilities_of", "open_database", "preflight", "scheme_of"]

@@ -47,6 +47,7 @@ from ..errors import InvalidRequest
 from ..search import Query
 from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
 from .records import (
+    AgentStats,
     Blob,
     Claimed,
     Entry,
@@ -211,12 +212,21 @@ class PlatformFacet(ABC):
         self, env: str, owner: str | None, user: str | None, after: int, limit: int
     ) -> list[StoredSession]: ...
 
+    @abstractmethod
+    async def update_session(
+        self, env: str, session_id: str, owner: str | None, metadata: bytes
+    ) -> StoredSession | None:
+        """Replace a session's metadata when it exists and belongs to ``owner`` (None: any owner), in
+        the same statement; the updated session, else None."""
+
     # runs
     @abstractmethod
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         """Insert a queued run and its start invocation; an idempotency hit returns the first run and False.
 
         Raises SessionBusy when a run of the session is queued or running, NotFound when the session is gone.
+        Runs of the session queued past their ``queue_deadline`` (at ``run.created_at``) do not block:
+        they become ``expired`` in the same atomic step.
         """
 
     @abstractmethod
@@ -230,22 +240,25 @@ class PlatformFacet(ABC):
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
     ) -> StoredRun | None:
         """held → queued with ``decision`` and a queued resume invocation; None when the run is not held.
+        The run's new ``queue_deadline`` is the invocation's.
 
         Atomic against ``Database.delete_session`` of the run's session: a decision never queues a
         resume in a session that was deleted meanwhile (the delete cancels held runs)."""
 
     @abstractmethod
     async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
-        """queued/held → cancelled; running → cancel_requested; other statuses unchanged. None if absent."""
+        """queued/held → cancelled; running → cancel_requested; other statuses unchanged. None if absent.
+        A queued run past its deadline at ``now`` becomes ``expired`` instead (a final status: unchanged by cancel)."""
 
     # invocations
     @abstractmethod
-    async def has_queued(self, env: str, agents: list[str]) -> bool:
-        """A cheap read: is there a queued invocation for one of ``agents``?"""
+    async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
+        """A cheap read: is there a queued invocation for one of ``agents`` whose deadline has not passed?"""
 
     @abstractmethod
     async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
-        """Atomically move the oldest queued invocation of ``agents`` (and its run) to running."""
+        """Atomically move the oldest queued invocation of ``agents`` (and its run) to running. The same
+        statement's guard skips invocations whose ``queue_deadline`` is before ``now``: never claimed."""
 
     @abstractmethod
     async def token_context(self, token_hash: str) -> RunContext | None:
@@ -269,6 +282,32 @@ class PlatformFacet(ABC):
     @abstractmethod
     async def expire(self, now: int) -> int:
         """Running invocations whose lease ran out become lost, their runs interrupted; return how many."""
+
+    @abstractmethod
+    async def expire_queued(self, now: int) -> int:
+        """Queued runs whose ``queue_deadline`` is before ``now`` become ``expired``, with their queued
+        invocations, in one guarded step that any number of servers may run at once (each run is
+        expired by exactly one of them); return how many this call expired."""
+
+    # agents, retention
+    @abstractmethod
+    async def touch_agents(self, env: str, agents: list[str], now: int) -> None:
+        """Record that a worker claimed for ``agents`` at ``now`` (a later time is never overwritten)."""
+
+    @abstractmethod
+    async def agent_stats(self, env: str | None) -> list[AgentStats]:
+        """Every agent of ``env`` (None: of every environment) that a worker claimed for or that has runs:
+        its last claim, its run counts by status and its oldest queued invocation, read together."""
+
+    @abstractmethod
+    async def purge_runs(self, before: int, limit: int) -> int:
+        """Delete at most ``limit`` finished runs (a status of ``records.FINAL``) last updated before
+        ``before`` (ms), with their invocations, in one short transaction; return how many runs went.
+        Never a queued, running or held run, never state. Safe while servers serve, and in parallel."""
+
+    @abstractmethod
+    async def count_purgeable(self, before: int) -> int:
+        """How many runs ``purge_runs(before, ...)`` would delete in all (a dry run)."""
 
     # export and import (rows as ``dump.py`` moves them)
     @abstractmethod
@@ -436,6 +475,12 @@ class Database(ABC):
 
     url: str
     capabilities: Capabilities
+
+    @classmethod
+    def preflight(cls, url: str, must_exist: bool) -> None:
+        """Check ``url`` without opening or creating anything (``stores.preflight``); by default the
+        open itself is the check."""
+        return None
 
     @abstractmethod
     async def state(self) -> StateFacet:

@@ -1,21 +1,29 @@
-"""Give a facet written in one style the other face, without rewriting its logic.
+"""Give a state facet written in one style the other face, without rewriting its logic.
 
 ``InlineAsync``: the async face of an in-process sync core whose calls never block for long
 (memory). ``Portal``: the sync face of an async facet (PostgreSQL, Redis), running its coroutines
 on one private event-loop thread (``EventLoopThread``, owned by the facet's ``Database``).
 ``InlineAsyncDocuments`` and ``DocumentsPortal`` are the same two for the documents facet.
+
+``SyncState`` ends cleanly even when nobody closes it: a weakref finaliser (which also runs at
+interpreter exit) closes the inner Database on the loop thread, then cancels what is left there
+and stops the thread, each step bounded and quiet. An abandoned loop thread used to leave the
+pool's worker tasks to be destroyed pending at exit ("Task was destroyed but it is pending!").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..search import Query
 from .base import Database, DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
 from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
+from .ending import CLOSE_WAIT_S, cancel_the_rest
 from .records import Entry, StateRecord
 
 T = TypeVar("T")
@@ -84,13 +92,23 @@ class EventLoopThread:
         self._thread = threading.Thread(target=self.loop.run_forever, name="keepstate-portal", daemon=True)
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self._thread:  # e.g. a finaliser run by GC on this thread
+            coro.close()
+            raise RuntimeError("a portal call from its own loop thread would wait for itself")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        """Cancel and await what still runs on the loop (as ``asyncio.run`` does), then close it."""
+        if self.loop.is_closed():
+            return
+        with contextlib.suppress(Exception):  # a task deaf to cancellation: give up after the bound
+            self.run(cancel_the_rest(), timeout=CLOSE_WAIT_S + 1)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        self.loop.close()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=CLOSE_WAIT_S)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class Portal:
@@ -153,35 +171,39 @@ class DocumentsPortal:
 
 class SyncState:
     """A network Database's sync faces: an inner Database of the same URL, opened on a private loop
-    thread on first use, its state facet behind a ``Portal`` and its documents behind a ``DocumentsPortal``."""
+    thread on first use, its state facet behind a ``Portal`` and its documents behind a
+    ``DocumentsPortal``. ``close()`` (again is a no-op), garbage collection or interpreter exit
+    closes both."""
 
     def __init__(self, opener: Callable[[], Database]) -> None:
         self._opener = opener
-        self._loop: EventLoopThread | None = None
-        self._inner: Database | None = None
+        self._opened: tuple[EventLoopThread, Database] | None = None
         self._portal: Portal | None = None
         self._documents: DocumentsPortal | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._lock = threading.Lock()
 
     def face(self) -> Portal:
         with self._lock:
             if self._portal is None:
-                loop, inner = self._opened()
+                loop, inner = self._open()
                 self._portal = Portal(self._first(loop, inner.state()), loop)
             return self._portal
 
     def documents(self) -> DocumentsPortal:
         with self._lock:
             if self._documents is None:
-                loop, inner = self._opened()
+                loop, inner = self._open()
                 self._documents = DocumentsPortal(self._first(loop, inner.documents()), loop)
             return self._documents
 
-    def _opened(self) -> tuple[EventLoopThread, Database]:
-        """The loop thread and inner Database, made on the first call (under the lock)."""
-        if self._loop is None or self._inner is None:
-            self._loop, self._inner = EventLoopThread(), self._opener()
-        return self._loop, self._inner
+    def _open(self) -> tuple[EventLoopThread, Database]:
+        """The loop thread and the inner Database, made on the first call (under the lock)."""
+        if self._opened is None:
+            loop, inner = EventLoopThread(), self._opener()
+            self._opened = loop, inner
+            self._finalizer = weakref.finalize(self, _close_quietly, loop, inner)
+        return self._opened
 
     def _first(self, loop: EventLoopThread, facet: Coroutine[Any, Any, T]) -> T:
         """A facet of the inner Database; when even the first one fails, the loop and Database go."""
@@ -197,10 +219,21 @@ class SyncState:
             self._close_unlocked()
 
     def _close_unlocked(self) -> None:
-        loop, inner, self._loop, self._inner = self._loop, self._inner, None, None
-        self._portal = self._documents = None
-        if loop is not None and inner is not None:
-            try:
-                loop.run(inner.aclose())
-            finally:
-                loop.stop()
+        finalizer, self._finalizer = self._finalizer, None
+        self._opened = self._portal = self._documents = None
+        found = None if finalizer is None else finalizer.detach()
+        if found is not None:
+            _close(*found[2])
+
+
+def _close(loop: EventLoopThread, inner: Database) -> None:
+    try:
+        loop.run(inner.aclose(), timeout=CLOSE_WAIT_S)
+    finally:
+        loop.stop()
+
+
+def _close_quietly(loop: EventLoopThread, inner: Database) -> None:
+    """The finaliser: at exit or on GC nobody can handle an error, so none is raised or printed."""
+    with contextlib.suppress(Exception):
+        _close(loop, inner)

@@ -8,6 +8,7 @@ stores never parse them and answers embed them as they are (``public()``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,9 +16,13 @@ import orjson
 
 SCOPE_KINDS = ("run", "session", "agent", "user")
 ROLES = ("admin", "member", "worker")
-RUN_STATUSES = ("queued", "running", "done", "failed", "held", "interrupted", "cancelled")
+RUN_STATUSES = ("queued", "running", "done", "failed", "held", "interrupted", "cancelled", "expired")
 ACTIVE = ("queued", "running")
-"""A run in one of these blocks its session."""
+"""A run in one of these blocks its session (a queued one only until its queue deadline passes)."""
+FINAL = ("done", "failed", "interrupted", "cancelled", "expired")
+"""A run in one of these never changes again: what a purge may delete. ``held`` is not final (a decision resumes it)."""
+DEFAULT_QUEUE_TIMEOUT_MS = 600_000
+"""How long a run (or a resume) may stay queued before it expires, unless its start or the server says otherwise."""
 NULL = b"null"
 
 
@@ -132,6 +137,10 @@ class StoredRun:
     cancel_requested: bool = False
     idempotency_key: str | None = None
     seq: int = 0
+    queue_timeout: int = DEFAULT_QUEUE_TIMEOUT_MS
+    """Milliseconds its start (and each resume) may stay queued before the run expires."""
+    queue_deadline: int | None = None
+    """While queued: when it expires (ms). None once a worker took it, and for runs queued without one."""
 
     def public(self) -> dict[str, Any]:
         return {
@@ -139,7 +148,7 @@ class StoredRun:
             "parent_id": self.parent_id, "status": self.status, "input": orjson.Fragment(self.input),
             "output": orjson.Fragment(self.output), "error": orjson.Fragment(self.error),
             "hold": orjson.Fragment(self.hold), "decision": orjson.Fragment(self.decision),
-            "cancel_requested": self.cancel_requested,
+            "cancel_requested": self.cancel_requested, "queue_deadline": self.queue_deadline,
             "created_at": self.created_at, "updated_at": self.updated_at,
         }
 
@@ -161,6 +170,8 @@ class StoredInvocation:
     lease_until: int = 0
     token_hash: str | None = None
     seq: int = 0
+    queue_deadline: int | None = None
+    """When a queued invocation expires unclaimed (ms): its run's ``queue_deadline``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +191,42 @@ class Claimed:
             "session_id": run.session_id, "user": run.user, "parent_id": run.parent_id,
             "token": self.token, "lease_seconds": self.lease_seconds,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStats:
+    """One agent of one environment as the operator sees it: when a worker last claimed for it (None:
+    never) and how many of its runs are in each status (statuses without runs are absent)."""
+
+    env: str
+    agent: str
+    last_claim_at: int | None
+    runs: dict[str, int]
+    oldest_queued_at: int | None
+    """When its oldest queued invocation (a start or a resume) was queued; None when none is."""
+
+    def count(self, status: str) -> int:
+        return self.runs.get(status, 0)
+
+    def public(self) -> dict[str, Any]:
+        return {"name": self.agent, "last_claim_at": self.last_claim_at, "queued": self.count("queued"),
+                "running": self.count("running"), "held": self.count("held")}
+
+
+def agent_stats(
+    counts: Iterable[tuple[str, str, str, int]], claims: Iterable[tuple[str, str, int]],
+    oldest: Iterable[tuple[str, str, int]],
+) -> list[AgentStats]:
+    """Merge what a store read (``(env, agent, status, count)``, ``(env, agent, last_claim_at)``,
+    ``(env, agent, oldest queued_at)``) into one record per agent, ordered by environment and name."""
+    runs: dict[tuple[str, str], dict[str, int]] = {}
+    for env, agent, status, count in counts:
+        runs.setdefault((env, agent), {})[status] = int(count)
+    last = {(env, agent): int(at) for env, agent, at in claims}
+    first = {(env, agent): int(at) for env, agent, at in oldest}
+    names = sorted(runs.keys() | last.keys())
+    return [AgentStats(env, agent, last.get((env, agent)), runs.get((env, agent), {}), first.get((env, agent)))
+            for env, agent in names]
 
 
 @dataclass(frozen=True, slots=True)

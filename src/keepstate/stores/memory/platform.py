@@ -6,6 +6,8 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from itertools import count
 from typing import Any
@@ -14,8 +16,10 @@ from ...errors import InvalidRequest, NotFound, SessionBusy
 from ..base import PlatformFacet
 from ..records import (
     ACTIVE,
+    FINAL,
     FINISHED,
     NULL,
+    AgentStats,
     Claimed,
     Outcome,
     RunContext,
@@ -24,6 +28,7 @@ from ..records import (
     StoredKey,
     StoredRun,
     StoredSession,
+    agent_stats,
     finished_status,
 )
 
@@ -38,6 +43,7 @@ class MemoryPlatform(PlatformFacet):
         self._callers: dict[str, str] = {}  # run id -> caller, for idempotency
         self._invocations: dict[str, StoredInvocation] = {}
         self._by_token: dict[str, str] = {}
+        self._claims: dict[tuple[str, str], int] = {}  # (env, agent) -> last claim
 
     # keys
     async def add_key(self, key: StoredKey, secret_hash: str) -> None:
@@ -97,10 +103,20 @@ class MemoryPlatform(PlatformFacet):
         ]
         return sorted(found, key=lambda s: s.seq)[:limit]
 
+    async def update_session(
+        self, env: str, session_id: str, owner: str | None, metadata: bytes
+    ) -> StoredSession | None:
+        found = self._sessions.get((env, session_id))
+        if found is None or owner not in (None, found.owner):
+            return None
+        self._sessions[(env, session_id)] = found = replace(found, metadata=metadata)
+        return found
+
     def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
         if (env, session_id) not in self._sessions:
             return None
+        self._expire_overdue(now, lambda run: (run.env, run.session_id) == (env, session_id))
         if self._session_busy(env, session_id):
             raise SessionBusy(f"session {session_id!r} has a queued or running run")
         del self._sessions[(env, session_id)]
@@ -123,6 +139,8 @@ class MemoryPlatform(PlatformFacet):
         if run.session_id is not None:
             if (run.env, run.session_id) not in self._sessions:
                 raise NotFound(f"no session {run.session_id!r}")
+            where = (run.env, run.session_id)
+            self._expire_overdue(run.created_at, lambda other: (other.env, other.session_id) == where)
             if self._session_busy(run.env, run.session_id):
                 raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
         stored = replace(run, seq=next(self._seq))
@@ -157,14 +175,16 @@ class MemoryPlatform(PlatformFacet):
         run = await self.get_run(env, run_id)
         if run is None or run.status != "held":
             return None
-        self._runs[run_id] = run = replace(run, status="queued", decision=decision, updated_at=now)
+        self._runs[run_id] = run = replace(
+            run, status="queued", decision=decision, updated_at=now, queue_deadline=invocation.queue_deadline)
         self._queue(invocation)
         return run
 
     async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
-        run = await self.get_run(env, run_id)
-        if run is None:
+        if await self.get_run(env, run_id) is None:
             return None
+        self._expire_overdue(now, lambda other: other.id == run_id)
+        run = self._runs[run_id]
         if run.status in ("queued", "held"):
             run = replace(run, status="cancelled", updated_at=now)
             for inv in self._invocations.values():
@@ -176,21 +196,23 @@ class MemoryPlatform(PlatformFacet):
         return run
 
     # invocations
-    def _oldest_queued(self, env: str, agents: list[str]) -> StoredInvocation | None:
-        queued = [i for i in self._invocations.values() if i.env == env and i.status == "queued" and i.agent in agents]
+    def _oldest_queued(self, env: str, agents: list[str], now: int) -> StoredInvocation | None:
+        queued = [i for i in self._invocations.values() if i.env == env and i.status == "queued"
+                  and i.agent in agents and not _overdue(i.queue_deadline, now)]
         return min(queued, key=lambda i: i.seq, default=None)
 
-    async def has_queued(self, env: str, agents: list[str]) -> bool:
-        return self._oldest_queued(env, agents) is not None
+    async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
+        return self._oldest_queued(env, agents, now) is not None
 
     async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
-        inv = self._oldest_queued(env, agents)
+        inv = self._oldest_queued(env, agents, now)
         if inv is None:
             return None
         inv = replace(inv, status="running", token_hash=token_hash, lease_until=lease_until)
         self._invocations[inv.id] = inv
         self._by_token[token_hash] = inv.id
-        run = replace(self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now)
+        run = replace(self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now,
+                      queue_deadline=None)
         self._runs[run.id] = run
         return Claimed(inv, run)
 
@@ -244,8 +266,63 @@ class MemoryPlatform(PlatformFacet):
                 self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
         return len(lost)
 
+    async def expire_queued(self, now: int) -> int:
+        return self._expire_overdue(now, lambda run: True)
+
+    def _expire_overdue(self, now: int, which: Callable[[StoredRun], bool]) -> int:
+        """Queued runs chosen by ``which`` past their deadline → expired, with their queued invocations."""
+        due = {run.id for run in self._runs.values()
+               if run.status == "queued" and _overdue(run.queue_deadline, now) and which(run)}
+        for run_id in due:
+            self._runs[run_id] = replace(self._runs[run_id], status="expired", updated_at=now)
+        for inv in list(self._invocations.values()):
+            if inv.run_id in due and inv.status == "queued":
+                self._invocations[inv.id] = replace(inv, status="expired")
+        return len(due)
+
+    # agents, retention
+    async def touch_agents(self, env: str, agents: list[str], now: int) -> None:
+        for agent in agents:
+            self._claims[(env, agent)] = max(now, self._claims.get((env, agent), now))
+
+    async def agent_stats(self, env: str | None) -> list[AgentStats]:
+        counts = Counter((r.env, r.agent, r.status) for r in self._runs.values() if env in (None, r.env))
+        oldest: dict[tuple[str, str], int] = {}
+        for inv in self._invocations.values():
+            if inv.status == "queued" and env in (None, inv.env):
+                key = (inv.env, inv.agent)
+                oldest[key] = min(inv.created_at, oldest.get(key, inv.created_at))
+        return agent_stats(
+            [(*key, count) for key, count in counts.items()],
+            [(*key, at) for key, at in self._claims.items() if env in (None, key[0])],
+            [(*key, at) for key, at in oldest.items()],
+        )
+
+    async def purge_runs(self, before: int, limit: int) -> int:
+        gone = [run.id for run in self._runs.values() if _purgeable(run, before)][:limit]
+        for run_id in gone:
+            del self._runs[run_id]
+            self._callers.pop(run_id, None)
+        for inv in [inv for inv in self._invocations.values() if inv.run_id in set(gone)]:
+            del self._invocations[inv.id]
+            self._by_token.pop(inv.token_hash or "", None)
+        return len(gone)
+
+    async def count_purgeable(self, before: int) -> int:
+        return sum(1 for run in self._runs.values() if _purgeable(run, before))
+
     async def dump(self, table: str) -> list[dict[str, Any]]:
         raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
 
     async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
         raise InvalidRequest("import needs a store that outlives the process: sqlite:/// or postgresql://")
+
+
+def _overdue(deadline: int | None, now: int) -> bool:
+    """Whether a queue deadline has passed at ``now`` (None: it never does): claimable up to and at its
+    very millisecond, expired from the next one, as in the SQL backends."""
+    return deadline is not None and deadline < now
+
+
+def _purgeable(run: StoredRun, before: int) -> bool:
+    return run.status in FINAL and run.updated_at < before

@@ -12,11 +12,15 @@ one transaction on one connection (``delete_session``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
+from ..ending import close_on_loop
 from ..faces import DocumentsPortal, Portal, SyncState
 from ..records import namespace
 from ..sql import platform as shared_sql
@@ -93,20 +97,33 @@ async def _release(url: str, pooled: _Pooled) -> None:
 class PostgresDatabase(Database):
     capabilities = CAPABILITIES
 
+    @classmethod
+    def preflight(cls, url: str, must_exist: bool) -> None:
+        """With ``must_exist``, refuse a database (or schema) holding no keepstate store, creating nothing."""
+        if must_exist:
+            db.require_store(db.pg_url(url))
+
     def __init__(self, url: str) -> None:
         self.url = db.pg_url(url)
         self._pooled: _Pooled | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         self._sync = SyncState(lambda: PostgresDatabase(url))
         self._sync_pool: psycopg_pool.ConnectionPool | None = None
         self._state: state_facet.PostgresState | None = None
         self._lock = threading.Lock()
 
     async def pool(self) -> psycopg_pool.AsyncConnectionPool:
-        """This Database's async pool, in the running loop (the first call decides the loop)."""
+        """This Database's async pool, in the running loop (the first call decides the loop).
+
+        A Database dropped without ``aclose()`` gives its share of the pool back at GC or exit, on
+        the pool's loop (``ending.close_on_loop``): else the pool's tasks die pending at exit."""
         if self._pooled is None:
             pooled = await _acquire(self.url)
             if self._pooled is None:
                 self._pooled = pooled
+                self._finalizer = close_on_loop(
+                    self, asyncio.get_running_loop(), functools.partial(_release, self.url, pooled)
+                )
             else:  # a concurrent first call of this Database won
                 await _release(self.url, pooled)
         return self._pooled.pool
@@ -166,6 +183,8 @@ class PostgresDatabase(Database):
 
     async def aclose(self) -> None:
         pooled, self._pooled, self._state = self._pooled, None, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if pooled is not None:
             await _release(self.url, pooled)
         self.close()

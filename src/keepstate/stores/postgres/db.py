@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ...errors import Unavailable
+from ...errors import NotFound, Unavailable
+from ..ending import cancel_requests, raise_lost_cancel
 from ..migrations import pending_steps
 
 try:
@@ -37,6 +38,10 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     psycopg_pool.PoolTimeout,
     psycopg_pool.PoolClosed,
     OSError,
+    # the database is there but this URL cannot use it: a search_path naming no schema, no rights to it
+    psycopg.errors.InvalidSchemaName,
+    psycopg.errors.InsufficientPrivilege,
+    psycopg.errors.ReadOnlySqlTransaction,
 )
 
 
@@ -65,7 +70,7 @@ def translate_errors() -> Iterator[None]:
     try:
         yield
     except _UNAVAILABLE as error:
-        raise Unavailable(f"postgresql: {error}".strip()) from error
+        raise Unavailable("postgresql: " + " ".join(str(error).split())) from error
 
 
 class _AsyncPool(psycopg_pool.AsyncConnectionPool):
@@ -101,7 +106,15 @@ class _AsyncPool(psycopg_pool.AsyncConnectionPool):
 
 
 async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncConnectionPool:
-    """An opened async pool; raises Unavailable when the server cannot be reached."""
+    """An opened async pool; raises Unavailable, with the server's reason, when it cannot be reached.
+
+    One direct connection comes first: the pool only logs why it could not connect and, after its
+    wait, says "pool initialization incomplete"; the connection says "connection refused",
+    "database ... does not exist" or "password authentication failed", within the connect timeout.
+    """
+    with translate_errors():
+        probe = await psycopg.AsyncConnection.connect(pg_url(url), **_connect_kwargs())
+        await probe.close()
     pool = _AsyncPool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
         timeout=POOL_WAIT_S, reconnect_timeout=0,
@@ -135,7 +148,9 @@ class _Pool(psycopg_pool.ConnectionPool):
 
 
 def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
-    """An opened sync pool; raises Unavailable when the server cannot be reached."""
+    """An opened sync pool; raises Unavailable, with the server's reason (as ``open_async_pool``)."""
+    with translate_errors(), psycopg.Connection.connect(pg_url(url), **_connect_kwargs()):
+        pass
     pool = _Pool(
         pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
         timeout=POOL_WAIT_S, reconnect_timeout=0,
@@ -147,10 +162,17 @@ def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
 
 @asynccontextmanager
 async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A pooled connection, with connection trouble translated to Unavailable."""
+    """A pooled connection, with connection trouble translated to Unavailable.
+
+    A cancellation that arrives while waiting for the connection is never lost: the pool's wait
+    can swallow it (see ``raise_lost_cancel``), and a lease renewer cancelled that way renewed
+    forever. It is raised here instead, the connection going straight back to the pool.
+    """
     wait = DOWN_WAIT_S if getattr(pool, "down", False) else None
+    before = cancel_requests()
     with translate_errors():
         async with pool.connection(timeout=wait) as conn:
+            raise_lost_cancel(before)
             yield conn
 
 
@@ -193,3 +215,12 @@ def migrate(pool: psycopg_pool.ConnectionPool, component: str, steps: Sequence[s
         for version, script in pending_steps(steps, row[0] if row else 0):
             conn.execute(script)
             conn.execute(record, (component, version))
+
+
+def require_store(url: str) -> None:
+    """NotFound unless the URL's database and schema hold keepstate's tables; one direct connection,
+    creating nothing (for the commands that only read)."""
+    with translate_errors(), psycopg.connect(pg_url(url), **_connect_kwargs()) as conn:
+        found = conn.execute("SELECT to_regclass(%s)", (SCHEMA_TABLE,)).fetchone()
+    if found is None or found[0] is None:
+        raise NotFound("no keepstate store in this PostgreSQL database and schema: its tables are not there")

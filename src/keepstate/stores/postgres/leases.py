@@ -120,7 +120,7 @@ class PostgresLeases(LeaseFacet):
         return row is not None and row[0] == 1
 
     async def _row(self, sql: str, params: dict[str, Any], fetch: bool = True) -> Any:
-        """StoredRun one autocommitted statement; its first row (or None)."""
+        """Run one autocommitted statement; its first row (or None)."""
         async with aconnection(self._pool) as conn:
             cursor = await conn.execute(sql, params)
             return await cursor.fetchone() if fetch and cursor.description else None

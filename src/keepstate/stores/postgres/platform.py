@@ -20,6 +20,7 @@ from ..base import PlatformFacet
 from ..records import (
     FINISHED,
     NULL,
+    AgentStats,
     Claimed,
     Outcome,
     RunContext,
@@ -28,6 +29,7 @@ from ..records import (
     StoredKey,
     StoredRun,
     StoredSession,
+    agent_stats,
     finished_status,
 )
 from ..sql import platform as sql
@@ -135,6 +137,12 @@ class PostgresPlatform(PlatformFacet):
         rows = await self._all(pg(sql.LIST_SESSIONS), (env, after, owner, owner, user, user, limit))
         return [sql.session_from_row(row) for row in rows]
 
+    async def update_session(
+        self, env: str, session_id: str, owner: str | None, metadata: bytes
+    ) -> StoredSession | None:
+        row = await self._one(pg(sql.UPDATE_SESSION), (metadata, env, session_id, owner, owner))
+        return None if row is None else sql.session_from_row(row)
+
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         try:
@@ -165,7 +173,8 @@ class PostgresPlatform(PlatformFacet):
             session = await (await conn.execute(pg(sql.SESSION_OF_RUN), (env, run_id))).fetchone()
             if session is not None and session[0] is not None:
                 await conn.execute(pg_sql.LOCK_SESSION, (env, session[0]))
-            row = await (await conn.execute(pg(sql.DECIDE), (decision, now, env, run_id))).fetchone()
+            params = (decision, now, invocation.queue_deadline, env, run_id)
+            row = await (await conn.execute(pg(sql.DECIDE), params)).fetchone()
             if row is None:
                 return None
             await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
@@ -174,6 +183,7 @@ class PostgresPlatform(PlatformFacet):
     async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         async with self._conn() as conn, conn.transaction():
             await conn.execute(pg_sql.LOCK_QUEUED_INVOCATIONS, (run_id,))
+            await expire_overdue(conn, "run", now, (run_id,))
             row = await (await conn.execute(pg(sql.CANCEL_WAITING), (now, env, run_id))).fetchone()
             if row is not None:
                 await conn.execute(pg(sql.CANCEL_QUEUED_INVOCATIONS), (run_id,))
@@ -183,12 +193,12 @@ class PostgresPlatform(PlatformFacet):
         return None if row is None else sql.run_from_row(row)
 
     # invocations
-    async def has_queued(self, env: str, agents: list[str]) -> bool:
-        return await self._one(pg_sql.has_queued(agents), (env, *agents)) is not None
+    async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
+        return await self._one(pg_sql.has_queued(agents), (env, *agents, now)) is not None
 
     async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
         async with self._conn() as conn, conn.transaction():
-            params = (token_hash, lease_until, env, *agents)
+            params = (token_hash, lease_until, env, *agents, now)
             row = await (await conn.execute(pg_sql.claim(agents), params)).fetchone()
             if row is None:
                 return None
@@ -234,6 +244,32 @@ class PostgresPlatform(PlatformFacet):
         row = await self._one(pg_sql.EXPIRE, {"now": now})
         return int(row[0]) if row else 0
 
+    async def expire_queued(self, now: int) -> int:
+        row = await self._one(pg_sql.EXPIRE_QUEUED, {"now": now})
+        return int(row[0]) if row else 0
+
+    # agents, retention
+    async def touch_agents(self, env: str, agents: list[str], now: int) -> None:
+        """In the agents' sorted order (``check_agents`` sorts them), so two claims never lock two rows crosswise."""
+        async with self._conn() as conn, conn.transaction(), conn.cursor() as cursor:
+            await cursor.executemany(pg(sql.TOUCH_AGENT), [(env, agent, now) for agent in sorted(agents)])
+
+    async def agent_stats(self, env: str | None) -> list[AgentStats]:
+        """The three reads in one REPEATABLE READ transaction: one snapshot, as SQLite's read has."""
+        queries, params = sql.agent_queries(env)
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            found = [await (await conn.execute(pg(query), params)).fetchall() for query in queries]
+        return agent_stats(*found)
+
+    async def purge_runs(self, before: int, limit: int) -> int:
+        row = await self._one(pg_sql.PURGE, {"before": before, "limit": limit})
+        return int(row[0]) if row else 0
+
+    async def count_purgeable(self, before: int) -> int:
+        row = await self._one(pg(sql.COUNT_PURGEABLE), (before,))
+        return int(row[0]) if row else 0
+
     # export and import: rows as ``dump.py`` moves them, the same layout as SQLite's
     async def dump(self, table: str) -> list[dict[str, Any]]:
         dump.check_table(table, [])
@@ -268,6 +304,8 @@ async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: Stored
             return sql.run_from_row(row), False
     if not session_exists:
         raise NotFound(f"no session {run.session_id!r}")
+    if run.session_id is not None:
+        await expire_overdue(conn, "session", run.created_at, (run.env, run.session_id))
     stored = await _insert_run(conn, run, caller)
     await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
     return stored, True
@@ -286,12 +324,21 @@ async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
     return sql.run_from_row(row)
 
 
+async def expire_overdue(conn: Conn, scope: str, now: int, params: tuple[str, ...]) -> int:
+    """Queued runs of ``scope`` (``sql.EXPIRY_SCOPES``) past their deadline → expired, invocations first
+    (the order a claim locks them), inside the caller's transaction; how many runs."""
+    await conn.execute(pg(sql.expire_invocations(scope)), (now, *params))
+    return len(await (await conn.execute(pg(sql.expire_runs(scope)), (now, now, *params))).fetchall())
+
+
 async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> list[str] | None:
     """Delete an idle session and cancel its held runs inside the caller's transaction (a step of
     ``PostgresDatabase.delete_session``); its runs' agents, None when absent. The session row is
-    locked first, as a turn and a decision lock it, so the three serialise."""
+    locked first, as a turn and a decision lock it, so the three serialise; its runs queued past
+    their deadline expire then, and do not keep it."""
     if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
         return None
+    await expire_overdue(conn, "session", now, (env, session_id))
     cur = await conn.execute(pg(sql.DELETE_IDLE_SESSION), (env, session_id, env, session_id))
     if cur.rowcount == 0:
         raise SessionBusy(f"session {session_id!r} has a queued or running run")

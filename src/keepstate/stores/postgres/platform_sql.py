@@ -15,7 +15,9 @@ statement (a fresh snapshot under READ COMMITTED) then decides:
 - a cancel locks the run's queued invocations before the run, the order a claim takes them, so
   the two never deadlock;
 - lease expiry is one statement (invocations lost, their runs interrupted) that skips rows another
-  sweeper holds: every server sweeps, each lost invocation is handled once.
+  sweeper holds: every server sweeps, each lost invocation is handled once. The queue-deadline sweep
+  (``EXPIRE_QUEUED``) and the purge (``PURGE``) are built the same way: one statement each, skipping
+  rows another server or a claim holds, invocations locked before runs as a claim locks them.
 
 Canonical JSON stays ``BYTEA`` (never ``jsonb``); flags stay integers so ``sql/platform.py``'s ``= 1`` holds.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
+from ..records import DEFAULT_QUEUE_TIMEOUT_MS
 from ..sql import platform as sql
 
 STEPS = (
@@ -54,6 +57,20 @@ STEPS = (
     CREATE INDEX ks_invocations_lease ON ks_invocations (lease_until) WHERE status = 'running';
     CREATE INDEX ks_invocations_run ON ks_invocations (run_id);
     """,
+    # 2: queue deadlines, the agents workers claim for, the indexes of the expiry sweep, the purge and the
+    # agent counts (partial where a sweep reads only a few rows of a large table)
+    f"""
+    ALTER TABLE ks_runs ADD COLUMN queue_timeout BIGINT NOT NULL DEFAULT {DEFAULT_QUEUE_TIMEOUT_MS};
+    ALTER TABLE ks_runs ADD COLUMN queue_deadline BIGINT;
+    ALTER TABLE ks_invocations ADD COLUMN queue_deadline BIGINT;
+    {sql.BACKFILL_DEADLINES}
+    CREATE INDEX ks_runs_finished ON ks_runs (updated_at) WHERE {sql.FINISHED};
+    CREATE INDEX ks_runs_agent ON ks_runs (env, agent, status);
+    CREATE INDEX ks_runs_deadline ON ks_runs (queue_deadline) WHERE status = 'queued';
+    CREATE INDEX ks_invocations_deadline ON ks_invocations (queue_deadline) WHERE status = 'queued';
+    CREATE TABLE ks_agents (
+        env TEXT NOT NULL, agent TEXT NOT NULL, last_claim_at BIGINT NOT NULL, PRIMARY KEY (env, agent));
+    """,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"
@@ -73,16 +90,38 @@ INSERT_RUN = pg(sql.INSERT_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 INSERT_SESSION_RUN = pg(sql.INSERT_SESSION_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 FINISH_RUN = {kind: pg(text) + f" RETURNING {sql.RUN_COLUMNS}" for kind, text in sql.FINISH_RUN.items()}
 
-EXPIRE = """WITH lost AS (
-    UPDATE ks_invocations SET status = 'lost'
-    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = 'running' AND lease_until < %(now)s
+def _sweep(invocations: tuple[str, str], due: str, runs: tuple[str, str]) -> str:
+    """One sweep statement: invocations in ``invocations[0]`` whose ``due`` column is before ``now``
+    move to ``invocations[1]``, skipping rows another sweeper (or a claim) holds, and their runs from
+    ``runs[0]`` to ``runs[1]``; it returns how many invocations it moved."""
+    return f"""WITH ended AS (
+    UPDATE ks_invocations SET status = '{invocations[1]}'
+    WHERE seq IN (SELECT seq FROM ks_invocations WHERE status = '{invocations[0]}' AND {due} < %(now)s
                   FOR UPDATE SKIP LOCKED)
     RETURNING run_id
-), interrupted AS (
-    UPDATE ks_runs SET status = 'interrupted', updated_at = %(now)s
-    WHERE id IN (SELECT run_id FROM lost) AND status = 'running'
+), moved AS (
+    UPDATE ks_runs SET status = '{runs[1]}', updated_at = %(now)s
+    WHERE id IN (SELECT run_id FROM ended) AND status = '{runs[0]}'
 )
-SELECT count(*) FROM lost"""
+SELECT count(*) FROM ended"""
+
+
+EXPIRE = _sweep(("running", "lost"), "lease_until", ("running", "interrupted"))
+EXPIRE_QUEUED = _sweep(("queued", "expired"), "queue_deadline", ("queued", "expired"))
+"""A queued run has exactly one queued invocation, with its deadline: each one moved is one run expired."""
+
+
+PURGE = f"""WITH batch AS (
+    SELECT seq, id FROM ks_runs WHERE {sql.FINISHED} AND updated_at < %(before)s
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), invocations AS (
+    DELETE FROM ks_invocations WHERE run_id IN (SELECT id FROM batch)
+), runs AS (
+    DELETE FROM ks_runs WHERE seq IN (SELECT seq FROM batch) RETURNING 1
+)
+SELECT count(*) FROM runs"""
+"""A finished run never changes again, so nothing but another purger holds its row: SKIP LOCKED lets
+several purging servers take different batches instead of waiting on one another."""
 
 
 NUMBERED = ("ks_sessions", "ks_runs", "ks_invocations")

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import Unavailable
+from ..ending import cancel_requests, raise_lost_cancel
 
 try:
     import redis.asyncio as aioredis
@@ -45,15 +46,22 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
         health_check_interval=30, retry_on_timeout=False,
         retry=Retry(NoBackoff(), 0),  # redis-py retries 3x by default: a resent append would add twice
     )
+    try:  # redis-py takes the URL's options only when it makes a connection: try one now, unconnected
+        client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    except TypeError as error:
+        raise ValueError(f"a Redis store URL option is not one redis-py knows: {error}") from None
     return client, prefix
 
 
 @asynccontextmanager
 async def translate_errors() -> AsyncIterator[None]:
-    """Connection trouble becomes Unavailable; a script error stays a bug."""
+    """Connection trouble becomes Unavailable; a script error stays a bug; a cancellation that
+    redis-py's send swallowed (``asyncio.wait_for``, see ``raise_lost_cancel``) is raised."""
+    before = cancel_requests()
     try:
         yield
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as error:
         raise Unavailable(f"redis: {error}") from error
     except redis_errors.BusyLoadingError as error:
         raise Unavailable(f"redis: {error}") from error
+    raise_lost_cancel(before)

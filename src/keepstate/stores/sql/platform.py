@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import StoredInvocation, StoredKey, StoredRun, StoredSession
+from ..records import DEFAULT_QUEUE_TIMEOUT_MS, FINAL, StoredInvocation, StoredKey, StoredRun, StoredSession
+
+FINISHED = f"status IN ({', '.join(repr(status) for status in FINAL)})"
+"""The runs a purge may delete; the same text in the partial index and the statements, so SQLite uses it."""
+BACKFILL_DEADLINES = f"""
+    UPDATE ks_runs SET queue_deadline = updated_at + {DEFAULT_QUEUE_TIMEOUT_MS} WHERE status = 'queued';
+    UPDATE ks_invocations SET queue_deadline =
+        (SELECT r.queue_deadline FROM ks_runs r WHERE r.id = ks_invocations.run_id) WHERE status = 'queued';
+"""
+"""Runs queued before deadlines existed get the default one from their last change (both backends' step 2)."""
 
 SQLITE_SCHEMA = [
     """
@@ -38,15 +47,29 @@ SQLITE_SCHEMA = [
     CREATE INDEX ks_invocations_queue ON ks_invocations (env, status, agent, seq);
     CREATE INDEX ks_invocations_lease ON ks_invocations (status, lease_until);
     """,
+    # 2: queue deadlines (runs queued before it get the default 600 s from their last change), the
+    # agents workers claim for, and the indexes of the expiry sweep, the purge and the agent counts.
+    f"""
+    ALTER TABLE ks_runs ADD COLUMN queue_timeout INTEGER NOT NULL DEFAULT {DEFAULT_QUEUE_TIMEOUT_MS};
+    ALTER TABLE ks_runs ADD COLUMN queue_deadline INTEGER;
+    ALTER TABLE ks_invocations ADD COLUMN queue_deadline INTEGER;
+    {BACKFILL_DEADLINES}
+    CREATE INDEX ks_runs_deadline ON ks_runs (queue_deadline) WHERE status = 'queued';
+    CREATE INDEX ks_runs_finished ON ks_runs (updated_at) WHERE {FINISHED};
+    CREATE INDEX ks_runs_agent ON ks_runs (env, agent, status);
+    CREATE INDEX ks_invocations_run ON ks_invocations (run_id);
+    CREATE TABLE ks_agents (
+        env TEXT NOT NULL, agent TEXT NOT NULL, last_claim_at INTEGER NOT NULL, PRIMARY KEY (env, agent));
+    """,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"
 SESSION_COLUMNS = "env, id, owner, end_user, metadata, created_at, seq"
 RUN_COLUMNS = (
     "env, id, agent, owner, session_id, end_user, parent_id, status, input, created_at, updated_at, "
-    "output, error, hold, decision, cancel_requested, idempotency_key, seq"
+    "output, error, hold, decision, cancel_requested, idempotency_key, seq, queue_timeout, queue_deadline"
 )
-INVOCATION_COLUMNS = "id, env, run_id, agent, kind, status, created_at, lease_until, token_hash, seq"
+INVOCATION_COLUMNS = "id, env, run_id, agent, kind, status, created_at, lease_until, token_hash, seq, queue_deadline"
 
 INSERT_ENV = "INSERT INTO ks_envs (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 INSERT_KEY = "INSERT INTO ks_keys (id, env, role, name, created_at, secret_hash) VALUES (?, ?, ?, ?, ?, ?)"
@@ -71,6 +94,11 @@ LIST_SESSIONS = (
     f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND seq > ? "
     "AND (? IS NULL OR owner = ?) AND (? IS NULL OR end_user = ?) ORDER BY seq LIMIT ?"
 )
+UPDATE_SESSION = (
+    "UPDATE ks_sessions SET metadata = ? WHERE env = ? AND id = ? AND (? IS NULL OR owner = ?) "
+    f"RETURNING {SESSION_COLUMNS}"
+)
+"""The owner is part of the guard: a session deleted and created again by someone else is not theirs."""
 DELETE_IDLE_SESSION = (
     "DELETE FROM ks_sessions WHERE env = ? AND id = ? AND NOT EXISTS "
     "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
@@ -85,11 +113,12 @@ SESSION_OF_RUN = "SELECT session_id FROM ks_runs WHERE env = ? AND id = ?"
 RUN_BY_IDEMPOTENCY = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND caller = ? AND idempotency_key = ?"
 _INSERT_RUN_HEAD = (
     "INSERT INTO ks_runs (id, env, agent, owner, caller, session_id, end_user, parent_id, status, input, "
-    "output, error, hold, decision, idempotency_key, created_at, updated_at) "
+    "output, error, hold, decision, idempotency_key, created_at, updated_at, queue_timeout, queue_deadline) "
 )
-INSERT_RUN = _INSERT_RUN_HEAD + "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_RUN_MARKS = ", ".join("?" * 19)
+INSERT_RUN = _INSERT_RUN_HEAD + f"VALUES ({_RUN_MARKS})"
 INSERT_SESSION_RUN = (
-    _INSERT_RUN_HEAD + "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    _INSERT_RUN_HEAD + f"SELECT {_RUN_MARKS} "
     "WHERE EXISTS (SELECT 1 FROM ks_sessions WHERE env = ? AND id = ?) "
     "AND NOT EXISTS (SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
 )
@@ -100,7 +129,7 @@ LIST_RUNS = (
     "AND (? IS NULL OR session_id = ?) AND (? IS NULL OR status = ?) ORDER BY seq LIMIT ?"
 )
 DECIDE = (
-    f"UPDATE ks_runs SET status = 'queued', decision = ?, updated_at = ? "
+    f"UPDATE ks_runs SET status = 'queued', decision = ?, updated_at = ?, queue_deadline = ? "
     f"WHERE env = ? AND id = ? AND status = 'held' RETURNING {RUN_COLUMNS}"
 )
 CANCEL_WAITING = (
@@ -114,12 +143,17 @@ REQUEST_CANCEL = (
 )
 
 INSERT_INVOCATION = (
-    "INSERT INTO ks_invocations (id, env, run_id, agent, kind, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO ks_invocations (id, env, run_id, agent, kind, status, created_at, queue_deadline) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def queued_filter(agents: Sequence[str]) -> str:
-    return f"env = ? AND status = 'queued' AND agent IN ({', '.join('?' * len(agents))})"
+    """Queued invocations of ``agents`` whose deadline has not passed; parameters: env, the agents, now."""
+    return (
+        f"env = ? AND status = 'queued' AND agent IN ({', '.join('?' * len(agents))}) "
+        "AND (queue_deadline IS NULL OR queue_deadline >= ?)"
+    )
 
 
 def has_queued(agents: Sequence[str]) -> str:
@@ -127,7 +161,8 @@ def has_queued(agents: Sequence[str]) -> str:
 
 
 def claim(agents: Sequence[str]) -> str:
-    """Take the oldest queued invocation: the guard ``status = 'queued'`` makes it exclusive."""
+    """Take the oldest queued invocation: the guard ``status = 'queued'`` makes it exclusive, and the
+    deadline in ``queued_filter`` means an invocation past it is never claimed, swept or not."""
     return (
         "UPDATE ks_invocations SET status = 'running', token_hash = ?, lease_until = ? "
         f"WHERE seq = (SELECT seq FROM ks_invocations WHERE {queued_filter(agents)} ORDER BY seq LIMIT 1) "
@@ -136,7 +171,7 @@ def claim(agents: Sequence[str]) -> str:
 
 
 START_RUN = (
-    f"UPDATE ks_runs SET status = 'running', cancel_requested = 0, updated_at = ? "
+    f"UPDATE ks_runs SET status = 'running', cancel_requested = 0, updated_at = ?, queue_deadline = NULL "
     f"WHERE id = ? AND status = 'queued' RETURNING {RUN_COLUMNS}"
 )
 TOKEN_CONTEXT = (
@@ -158,6 +193,51 @@ EXPIRE_INVOCATIONS = (
 )
 INTERRUPT_RUN = "UPDATE ks_runs SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'running'"
 
+# queue deadlines: queued runs past theirs become expired, invocations first (the order a claim locks them)
+_OVERDUE = "status = 'queued' AND queue_deadline < ?"
+EXPIRY_SCOPES = {"all": "", "session": " AND env = ? AND session_id = ?", "run": " AND id = ?"}
+"""Which overdue runs one expiry step takes: every one (the sweep), a session's (a turn starts, the session
+is deleted) or one run's (a cancel). Parameters after ``now``: none, (env, session_id), (run_id,)."""
+ANY_OVERDUE = f"SELECT 1 FROM ks_runs WHERE {_OVERDUE} LIMIT 1"
+
+
+def expire_invocations(scope: str) -> str:
+    """The queued invocations of overdue runs; parameters: now, then the scope's."""
+    return (
+        "UPDATE ks_invocations SET status = 'expired' WHERE status = 'queued' AND run_id IN "
+        f"(SELECT id FROM ks_runs WHERE {_OVERDUE}{EXPIRY_SCOPES[scope]})"
+    )
+
+
+def expire_runs(scope: str) -> str:
+    """Overdue runs → expired, returning their ids; parameters: now (updated_at), now, then the scope's."""
+    return f"UPDATE ks_runs SET status = 'expired', updated_at = ? WHERE {_OVERDUE}{EXPIRY_SCOPES[scope]} RETURNING id"
+
+
+# agents
+TOUCH_AGENT = (
+    "INSERT INTO ks_agents (env, agent, last_claim_at) VALUES (?, ?, ?) ON CONFLICT (env, agent) "
+    "DO UPDATE SET last_claim_at = excluded.last_claim_at WHERE excluded.last_claim_at > ks_agents.last_claim_at"
+)
+
+
+def agent_queries(env: str | None) -> tuple[tuple[str, str, str], tuple[str, ...]]:
+    """The three reads of ``agent_stats`` (run counts, last claims, oldest queued) and their parameters."""
+    where, params = ("WHERE env = ?", (env,)) if env is not None else ("", ())
+    queued = "AND env = ?" if env is not None else ""
+    return (
+        f"SELECT env, agent, status, count(*) FROM ks_runs {where} GROUP BY env, agent, status",
+        f"SELECT env, agent, last_claim_at FROM ks_agents {where}",
+        f"SELECT env, agent, min(created_at) FROM ks_invocations WHERE status = 'queued' {queued} GROUP BY env, agent",
+    ), params
+
+
+# retention: finished runs older than a cutoff, a batch at a time, with their invocations
+_PURGEABLE = f"{FINISHED} AND updated_at < ?"
+PURGE_RUNS = f"DELETE FROM ks_runs WHERE seq IN (SELECT seq FROM ks_runs WHERE {_PURGEABLE} LIMIT ?) RETURNING id"
+PURGE_INVOCATIONS = "DELETE FROM ks_invocations WHERE run_id = ?"
+COUNT_PURGEABLE = f"SELECT count(*) FROM ks_runs WHERE {_PURGEABLE}"
+
 
 def key_from_row(row: Sequence[Any]) -> StoredKey:
     return StoredKey(row[0], row[1], row[2], row[3], row[4], bool(row[5]))
@@ -172,22 +252,22 @@ def run_from_row(row: Sequence[Any]) -> StoredRun:
         env=row[0], id=row[1], agent=row[2], owner=row[3], session_id=row[4], user=row[5], parent_id=row[6],
         status=row[7], input=bytes(row[8]), created_at=row[9], updated_at=row[10], output=bytes(row[11]),
         error=bytes(row[12]), hold=bytes(row[13]), decision=bytes(row[14]), cancel_requested=bool(row[15]),
-        idempotency_key=row[16], seq=row[17],
+        idempotency_key=row[16], seq=row[17], queue_timeout=row[18], queue_deadline=row[19],
     )
 
 
 def invocation_from_row(row: Sequence[Any]) -> StoredInvocation:
-    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
+    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
 
 
 def run_params(run: StoredRun, caller: str) -> tuple[Any, ...]:
-    """The values of ``INSERT_RUN`` / the first 17 of ``INSERT_SESSION_RUN``."""
+    """The values of ``INSERT_RUN`` / the first 19 of ``INSERT_SESSION_RUN``."""
     return (
         run.id, run.env, run.agent, run.owner, caller, run.session_id, run.user, run.parent_id, run.status,
         run.input, run.output, run.error, run.hold, run.decision, run.idempotency_key, run.created_at,
-        run.updated_at,
+        run.updated_at, run.queue_timeout, run.queue_deadline,
     )
 
 
 def invocation_params(inv: StoredInvocation) -> tuple[Any, ...]:
-    return (inv.id, inv.env, inv.run_id, inv.agent, inv.kind, inv.status, inv.created_at)
+    return (inv.id, inv.env, inv.run_id, inv.agent, inv.kind, inv.status, inv.created_at, inv.queue_deadline)

@@ -27,6 +27,12 @@ CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=Tru
 class SqliteDatabase(Database):
     capabilities = CAPABILITIES
 
+    @classmethod
+    def preflight(cls, url: str, must_exist: bool) -> None:
+        """A SQLite store is the file its URL names: refuse a path that can never be one (a directory, a
+        missing directory) and, with ``must_exist``, a file that is not a keepstate store yet."""
+        db.check_path(db.sqlite_path(url), must_exist)
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.file = db.acquire(db.sqlite_path(url))

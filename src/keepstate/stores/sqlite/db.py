@@ -67,6 +67,18 @@ def connect(path: str, synchronous: str = "FULL") -> sqlite3.Connection:
     return conn
 
 
+def check_path(path: str, must_exist: bool) -> None:
+    """Refuse a path that can never be a store file; with ``must_exist``, one that is not a store yet."""
+    if os.path.isdir(path):
+        example = os.path.join(path, "keepstate.db")
+        raise Unavailable(f"{path} is a directory: a SQLite store is a file, such as {example}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise Unavailable(f"there is no directory {folder} for the SQLite file {path}")
+    if must_exist:
+        require_store(path)
+
+
 def require_store(path: str) -> None:
     """Raise ``NotFound`` unless ``path`` is a file holding a keepstate store.
 

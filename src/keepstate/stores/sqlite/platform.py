@@ -7,6 +7,7 @@ few statements of one operation are atomic together, also against other processe
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from ..base import PlatformFacet
 from ..records import (
     FINISHED,
     NULL,
+    AgentStats,
     Claimed,
     Outcome,
     RunContext,
@@ -25,6 +27,7 @@ from ..records import (
     StoredKey,
     StoredRun,
     StoredSession,
+    agent_stats,
     finished_status,
 )
 from ..sql import platform as sql
@@ -110,6 +113,13 @@ class SqlitePlatform(PlatformFacet):
         rows = await self._read(lambda c: c.execute(sql.LIST_SESSIONS, params).fetchall())
         return [sql.session_from_row(row) for row in rows]
 
+    async def update_session(
+        self, env: str, session_id: str, owner: str | None, metadata: bytes
+    ) -> StoredSession | None:
+        params = (metadata, env, session_id, owner, owner)
+        row = await self.db.awrite(lambda c: c.execute(sql.UPDATE_SESSION, params).fetchone())
+        return None if row is None else sql.session_from_row(row)
+
     # runs
     async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
         def write(conn: sqlite3.Connection) -> tuple[StoredRun, bool]:
@@ -117,6 +127,8 @@ class SqlitePlatform(PlatformFacet):
                 row = conn.execute(sql.RUN_BY_IDEMPOTENCY, (run.env, caller, run.idempotency_key)).fetchone()
                 if row is not None:
                     return sql.run_from_row(row), False
+            if run.session_id is not None:
+                expire_overdue(conn, "session", run.created_at, (run.env, run.session_id))
             _insert_run(conn, run, caller)
             conn.execute(sql.INSERT_INVOCATION, sql.invocation_params(invocation))
             return sql.run_from_row(conn.execute(sql.GET_RUN, (run.env, run.id)).fetchone()), True
@@ -137,7 +149,7 @@ class SqlitePlatform(PlatformFacet):
         self, env: str, run_id: str, decision: bytes, invocation: StoredInvocation, now: int
     ) -> StoredRun | None:
         def write(conn: sqlite3.Connection) -> StoredRun | None:
-            row = conn.execute(sql.DECIDE, (decision, now, env, run_id)).fetchone()
+            row = conn.execute(sql.DECIDE, (decision, now, invocation.queue_deadline, env, run_id)).fetchone()
             if row is None:
                 return None
             conn.execute(sql.INSERT_INVOCATION, sql.invocation_params(invocation))
@@ -147,6 +159,7 @@ class SqlitePlatform(PlatformFacet):
 
     async def cancel(self, env: str, run_id: str, now: int) -> StoredRun | None:
         def write(conn: sqlite3.Connection) -> StoredRun | None:
+            expire_overdue(conn, "run", now, (run_id,))
             row = conn.execute(sql.CANCEL_WAITING, (now, env, run_id)).fetchone()
             if row is not None:
                 conn.execute(sql.CANCEL_QUEUED_INVOCATIONS, (run_id,))
@@ -158,15 +171,15 @@ class SqlitePlatform(PlatformFacet):
         return await self.db.awrite(write)
 
     # invocations
-    async def has_queued(self, env: str, agents: list[str]) -> bool:
+    async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
         query = sql.has_queued(agents)
-        return await self._read(lambda c: c.execute(query, (env, *agents)).fetchone() is not None)
+        return await self._read(lambda c: c.execute(query, (env, *agents, now)).fetchone() is not None)
 
     async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
         query = sql.claim(agents)
 
         def write(conn: sqlite3.Connection) -> Claimed | None:
-            row = conn.execute(query, (token_hash, lease_until, env, *agents)).fetchone()
+            row = conn.execute(query, (token_hash, lease_until, env, *agents, now)).fetchone()
             if row is None:
                 return None
             invocation = sql.invocation_from_row(row)
@@ -216,6 +229,38 @@ class SqlitePlatform(PlatformFacet):
 
         return await self.db.awrite(write)
 
+    async def expire_queued(self, now: int) -> int:
+        """A cheap read first: the sweep runs every second on every server, and almost always finds nothing."""
+        if self.db.fetchone(sql.ANY_OVERDUE, (now,)) is None:
+            return 0
+        return await self.db.awrite(lambda conn: expire_overdue(conn, "all", now, ()))
+
+    # agents, retention
+    async def touch_agents(self, env: str, agents: list[str], now: int) -> None:
+        rows = [(env, agent, now) for agent in agents]
+        await self.db.awrite(lambda conn: conn.executemany(sql.TOUCH_AGENT, rows))
+
+    async def agent_stats(self, env: str | None) -> list[AgentStats]:
+        """Counting every run of a large store takes milliseconds: on a thread of its own, not the event loop's."""
+        queries, params = sql.agent_queries(env)
+
+        def read(conn: sqlite3.Connection) -> list[AgentStats]:
+            return agent_stats(*(conn.execute(query, params).fetchall() for query in queries))
+
+        return await asyncio.to_thread(self.db.read, read)
+
+    async def purge_runs(self, before: int, limit: int) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            gone = conn.execute(sql.PURGE_RUNS, (before, limit)).fetchall()
+            conn.executemany(sql.PURGE_INVOCATIONS, gone)
+            return len(gone)
+
+        return await self.db.awrite(write)
+
+    async def count_purgeable(self, before: int) -> int:
+        row = await asyncio.to_thread(self.db.read, lambda c: c.execute(sql.COUNT_PURGEABLE, (before,)).fetchone())
+        return int(row[0])
+
     async def dump(self, table: str) -> list[dict[str, Any]]:
         dump.check_table(table, [])
 
@@ -252,9 +297,18 @@ def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
 
 
+def expire_overdue(conn: sqlite3.Connection, scope: str, now: int, params: tuple[str, ...]) -> int:
+    """Queued runs of ``scope`` (``sql.EXPIRY_SCOPES``) past their deadline → expired, with their queued
+    invocations, inside the caller's transaction; how many runs."""
+    conn.execute(sql.expire_invocations(scope), (now, *params))
+    return len(conn.execute(sql.expire_runs(scope), (now, now, *params)).fetchall())
+
+
 def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int) -> list[str] | None:
     """Delete an idle session and cancel its held runs; its runs' agents, None when absent
-    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction)."""
+    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction).
+    Its runs queued past their deadline do not keep it: they expire first."""
+    expire_overdue(conn, "session", now, (env, session_id))
     if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
         if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
             return None

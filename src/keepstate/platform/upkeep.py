@@ -1,0 +1,127 @@
+"""Keeping a store in shape while it serves: lost leases, runs queued too long, finished runs past retention.
+
+Each is a guarded step in the store that any number of servers (and a ``keepstate purge`` beside them)
+may run at the same moment, so every server runs all of them and nothing depends on one server being
+up: a lost invocation is interrupted once, an overdue run expires once (``PlatformFacet.expire_queued``),
+a purged run is deleted once. The sweeps are only what makes the *shown* status catch up: a run past
+its queue deadline is never claimed and never blocks its session even if no sweep ran, because the
+claim's and the turn's own statements judge the deadline.
+
+A purge deletes in batches (``PURGE_BATCH`` runs, each batch one short transaction) with a pause
+between them as long as the batch took, so the servers' own writes are never held up behind one
+long delete and a purge never takes more than half of what the machine (or the database) gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+from ..clock import now_ms
+from ..errors import KeepstateError
+from ..stores.base import PlatformFacet
+from .invocations import Invocations
+from .service import Platform
+
+log = logging.getLogger("keepstate.upkeep")
+
+SWEEP_MIN_S, SWEEP_MAX_S = 0.2, 5.0
+"""The lease sweep runs every quarter of the lease, within these bounds."""
+QUEUE_SWEEP_S = 1.0
+"""How often a server expires overdue queued runs (queue timeouts are whole seconds or more)."""
+PURGE_BATCH = 1000
+PURGE_PAUSE_S = 0.02
+"""The least pause between two purge batches: the lock is free for the servers' writes."""
+PURGE_DUTY = 1.0
+"""After each batch a purge pauses this many times as long as the batch took (at least ``PURGE_PAUSE_S``),
+so it uses at most half of its time, and of a CPU or the database, however loaded the machine is."""
+PURGE_EVERY_S = 600.0
+"""How often a server with ``--retention-days`` purges (less for a retention under a few hours)."""
+PURGE_FIRST_S = 1.0
+DAY_MS = 86_400_000
+
+
+def cutoff(days: float, now: int) -> int:
+    """The ``updated_at`` before which a finished run is older than ``days`` at ``now``."""
+    return now - round(days * DAY_MS)
+
+
+async def purge(
+    repo: PlatformFacet, before: int, batch: int = PURGE_BATCH, pause: float = PURGE_PAUSE_S,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Delete every finished run last updated before ``before`` (and its invocations), a batch at a
+    time; how many runs went. Runs finishing meanwhile are left for the next purge."""
+    total = 0
+    while True:
+        started = time.perf_counter()
+        gone = await repo.purge_runs(before, batch)
+        total += gone
+        if progress is not None:
+            progress(total)
+        if gone < batch:
+            return total
+        await asyncio.sleep(max(pause, (time.perf_counter() - started) * PURGE_DUTY))
+
+
+async def expire_queued(platform: Platform) -> int:
+    """Overdue queued runs → expired; waiters on them (``GET /v0/runs/{id}?wait=``) are woken."""
+    expired = await platform.repo.expire_queued(now_ms())
+    if expired:
+        platform.changed.notify()
+    return expired
+
+
+class Upkeep:
+    """The background tasks of one server process: lease sweep, queue expiry, and purge with a retention."""
+
+    def __init__(self, invocations: Invocations, retention_days: float | None = None) -> None:
+        self.invocations = invocations
+        self.platform = invocations.platform
+        self.retention_days = retention_days
+        self.counts = {"interrupted": 0, "expired": 0, "purged": 0}
+        """Runs this process's sweeps interrupted, expired and purged (metrics)."""
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        lease_period = min(max(self.platform.lease_seconds / 4, SWEEP_MIN_S), SWEEP_MAX_S)
+        self._spawn("interrupted", lease_period, self.invocations.sweep)
+        self._spawn("expired", QUEUE_SWEEP_S, lambda: expire_queued(self.platform))
+        if self.retention_days is not None:
+            period = min(PURGE_EVERY_S, max(QUEUE_SWEEP_S, self.retention_days * DAY_MS / 1000 / 24))
+            self._spawn("purged", period, self._purge, first=PURGE_FIRST_S)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _purge(self) -> int:
+        assert self.retention_days is not None
+        gone = await purge(self.platform.repo, cutoff(self.retention_days, now_ms()))
+        if gone:
+            log.info("purged %d finished runs older than %s days", gone, self.retention_days)
+        return gone
+
+    def _spawn(self, what: str, period: float, step: Callable[[], Awaitable[int]], first: float | None = None) -> None:
+        """Run ``step`` every ``period`` seconds, adding what it returns to ``counts[what]``."""
+        task = asyncio.create_task(self._every(what, period, step, first), name=f"keepstate sweep: {what}")
+        self._tasks.append(task)
+
+    async def _every(self, what: str, period: float, step: Callable[[], Awaitable[int]], first: float | None) -> None:
+        """The first round after ``first``, then every ``period`` jittered by a tenth, so that servers started
+        together drift apart. A store that cannot be reached is a warning, anything else a logged bug;
+        either way the next round tries again, so one failure never stops the sweeping."""
+        await asyncio.sleep(period if first is None else first)
+        while True:
+            try:
+                self.counts[what] += await step()
+            except KeepstateError as error:
+                log.warning("sweep (%s runs) failed: %s", what, error)
+            except Exception:
+                log.exception("sweep (%s runs) failed", what)
+            await asyncio.sleep(period * random.uniform(0.9, 1.1))
