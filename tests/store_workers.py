@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+from multiprocessing.synchronize import Event
 from typing import Any
 
 import keepstate
@@ -44,3 +45,16 @@ def run_mixed_writers(url: str, processes: int = 4, times: int = 60) -> list[tup
         proc.join(60)
         assert proc.exitcode == 0
     return won
+
+
+def run_all(target: Any, args: list[tuple[object, ...]]) -> None:
+    """One spawned process per argument tuple, each called ``target(*args, go)`` and released at once by
+    the event ``go``; every one must exit 0."""
+    go: Event = _spawn.Event()
+    procs = [_spawn.Process(target=target, args=(*a, go)) for a in args]
+    for proc in procs:
+        proc.start()
+    go.set()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0, f"a worker process failed with exit code {proc.exitcode}"

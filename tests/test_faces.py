@@ -29,18 +29,26 @@ from keepstate.client import (
     Sessions,
 )
 from keepstate.client.invocation import AsyncHttpOps, AsyncState, HttpOps, State
+from keepstate.client.memory_calls import AsyncHttpMemoryOps, HttpMemoryOps
 from keepstate.embedded import AsyncStoreOps, StoreOps
+from keepstate.memory import AsyncMemory, AsyncMemoryOps, InlineAsyncMemoryOps, Memory, MemoryOps
 from keepstate.scope import AsyncScopeOps, ScopeOps
-from keepstate.stores.base import StateFacet, SyncStateFacet
-from keepstate.stores.faces import InlineAsync, Portal
+from keepstate.stores.base import DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
+from keepstate.stores.faces import DocumentsPortal, InlineAsync, InlineAsyncDocuments, Portal
+from keepstate.stores.memory.documents import MemoryDocuments
 from keepstate.stores.memory.state import MemoryState
+from keepstate.stores.postgres.documents import PostgresDocuments
 from keepstate.stores.postgres.state import PostgresState
 from keepstate.stores.redis.state import RedisState
+from keepstate.stores.sqlite.documents import AsyncSqliteDocuments, SqliteDocuments
 from keepstate.stores.sqlite.state import AsyncSqliteState, SqliteState
 from keepstate.testing import AsyncOps
 
 ASYNC_NAMES = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__"}
 STATE_METHODS = {name for name in dir(StateFacet) if not name.startswith("_")}
+DOCUMENTS_METHODS = {name for name in dir(DocumentsFacet) if not name.startswith("_")}
+DOCUMENTS_FACES = (SqliteDocuments, AsyncSqliteDocuments, MemoryDocuments, InlineAsyncDocuments, DocumentsPortal,
+                   PostgresDocuments)
 
 
 def _public(cls: type, only: set[str] | None = None) -> dict[str, list[tuple[str, Any]] | None]:
@@ -71,7 +79,8 @@ def _same(sync: type, asynchronous: type, only: set[str] | None = None, init: bo
     (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Agents, AsyncAgents),
     (Worker, AsyncWorker),
     (Invocation, AsyncInvocation), (Scope, AsyncScope), (State, AsyncState), (ScopeOps, AsyncScopeOps),
-    (HttpOps, AsyncHttpOps), (CallerState, AsyncCallerState), (Batch, AsyncBatch),
+    (HttpOps, AsyncHttpOps), (CallerState, AsyncCallerState), (Batch, AsyncBatch), (Memory, AsyncMemory),
+    (MemoryOps, AsyncMemoryOps), (HttpMemoryOps, AsyncHttpMemoryOps),
 ])
 def test_the_sdk_faces_match(sync: type, asynchronous: type) -> None:
     _same(sync, asynchronous)
@@ -89,3 +98,16 @@ def test_the_state_facet_faces_match(sync: type, asynchronous: type) -> None:
 def test_every_state_face_implements_the_whole_contract() -> None:
     for face in (SqliteState, AsyncSqliteState, MemoryState, InlineAsync, Portal, PostgresState, RedisState):
         assert set(dir(face)) >= STATE_METHODS, face
+
+
+@pytest.mark.parametrize(("sync", "asynchronous"), [
+    (SyncDocumentsFacet, DocumentsFacet), (SqliteDocuments, AsyncSqliteDocuments),
+    (MemoryDocuments, InlineAsyncDocuments), (DocumentsPortal, PostgresDocuments), (MemoryOps, InlineAsyncMemoryOps),
+])
+def test_the_documents_facet_faces_match(sync: type, asynchronous: type) -> None:
+    _same(sync, asynchronous, DOCUMENTS_METHODS | set(dir(MemoryOps)), init=False)
+
+
+def test_every_documents_face_implements_the_whole_contract() -> None:
+    for face in DOCUMENTS_FACES:
+        assert set(dir(face)) >= DOCUMENTS_METHODS, face

@@ -1,4 +1,5 @@
-"""``keepstate.open(url)``: state scopes straight on a store, no server, for one-process apps and tests.
+"""``keepstate.open(url)``: state scopes and agents' memory straight on a store, no server, for
+one-process apps and tests.
 
 ``StoreOps`` is the ``ScopeOps`` of one scope on a store's sync state facet: it checks and encodes
 what goes in, decodes what comes out, and nothing else (the rules are the facet's and ``Scope``'s).
@@ -15,6 +16,8 @@ from typing import Any
 from . import values, writes
 from .batch import Planned
 from .errors import InvalidRequest, KeepstateError, VersionConflict
+from .memory import Memory, StoreMemoryOps
+from .platform.memory import View, space_of
 from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
 from .stores import open_database
 from .stores.base import Database, StateFacet, SyncStateFacet
@@ -228,6 +231,12 @@ class Store:
             database, disarm = opened
             disarm()
             await database.aclose()
+
+    def memory(self, agent: str, user: str | None = None, env: str = "default") -> Memory:
+        """``agent``'s memory as a run of end user ``user`` sees it (its folder ``users/{user}/`` and
+        everything outside ``users/``), or as a run without one. Needs SQLite, PostgreSQL or memory://."""
+        view = View(space_of(env, agent), None if user is None else values.check_key(user, "user"))
+        return Memory(StoreMemoryOps(self.database.sync_documents, view))
 
     def close(self) -> None:
         self.database.close()

@@ -1,8 +1,9 @@
 """``run_agent``: run an agent function once, in-process, against an embedded store — no server.
 
 The agent gets the same ``Invocation`` (or ``AsyncInvocation``) class a ``Worker`` gives it; only
-the state ops differ: they go straight to a store through ``keepstate.embedded.StoreOps``, in the
-namespaces a server would use for environment ``default``. So a later ``run_agent`` on the same
+the state and memory ops differ: they go straight to a store through ``keepstate.embedded.StoreOps``
+and ``keepstate.memory.StoreMemoryOps``, in the namespaces and memory a server would use for
+environment ``default`` (``inv.memory`` as the run's end user). So a later ``run_agent`` on the same
 store sees the same session, agent, user and run state, and a test can drive a whole conversation
 or a hold and its resume.
 
@@ -28,6 +29,8 @@ from .client.records import Claim, Run
 from .embedded import Store, StoreOps
 from .embedded import open as open_store
 from .errors import KeepstateError, NoSession, NoUser
+from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
+from .platform.memory import View, space_of
 from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
@@ -136,6 +139,11 @@ def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
     return [ops("run", claim.run_id), session, ops("agent", None), user]
 
 
+def _memory_ops(store: Store, claim: Claim) -> StoreMemoryOps:
+    """The agent's memory as the claim's run sees it on a server: its end user's folder, environment default."""
+    return StoreMemoryOps(store.database.sync_documents, View(space_of("default", claim.agent), claim.user))
+
+
 def _claim(agent: str, input: Any, session_id: str | None, user: str | None, run_id: str | None,
            decision: Any, parent_id: str | None) -> Claim:
     return Claim(
@@ -172,7 +180,8 @@ def run_agent(
     opened, owned = _open(store)
     try:
         state = State(*(Scope(ops) for ops in _scope_ops(opened, claim)))
-        inv = Invocation(claim, state, lambda a, i, s: recorder.start(claim, a, i, s))
+        inv = Invocation(claim, state, lambda a, i, s: recorder.start(claim, a, i, s),
+                         Memory(_memory_ops(opened, claim)))
         try:
             return fn(inv)
         except HoldRequested as hold:
@@ -198,7 +207,8 @@ async def arun_agent(
     try:
         state = AsyncState(*(AsyncScope(AsyncOps(ops)) for ops in _scope_ops(opened, claim)))
         try:
-            return await fn(AsyncInvocation(claim, state, start))
+            memory = AsyncMemory(InlineAsyncMemoryOps(_memory_ops(opened, claim)))
+            return await fn(AsyncInvocation(claim, state, start, memory))
         except HoldRequested as hold:
             return Held(hold.request, claim.run_id)
     finally:

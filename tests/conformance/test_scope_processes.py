@@ -13,11 +13,11 @@ import pytest
 
 import keepstate
 from backends import declaring
-from store_workers import MIXED_NS, run_mixed_writers
+from store_workers import MIXED_NS, run_all, run_mixed_writers
 
 SHARED = declaring("shared")
-pytestmark = pytest.mark.parametrize("backend_url", SHARED, indirect=True)
 _spawn = multiprocessing.get_context("spawn")
+pytestmark = pytest.mark.parametrize("backend_url", SHARED, indirect=True)
 
 
 def _count(url: str, times: int, go: Event) -> None:
@@ -36,25 +36,14 @@ def _append(url: str, writer: int, times: int, go: Event) -> None:
             scope.append("log", [[writer, index]])
 
 
-def _run_all(target: object, args: list[tuple[object, ...]]) -> None:
-    go = _spawn.Event()
-    procs = [_spawn.Process(target=target, args=(*a, go)) for a in args]  # type: ignore[arg-type]
-    for proc in procs:
-        proc.start()
-    go.set()
-    for proc in procs:
-        proc.join(120)
-        assert proc.exitcode == 0, f"a worker process failed with exit code {proc.exitcode}"
-
-
 def test_cas_loops_from_four_processes_end_exact(backend_url: str) -> None:
-    _run_all(_count, [(backend_url, 40)] * 4)
+    run_all(_count, [(backend_url, 40)] * 4)
     with keepstate.open(backend_url) as store:
         assert store.scope("agent", agent="counter").get_versioned("n") == (160, 160)
 
 
 def test_appends_from_three_processes_all_land_in_each_writers_order(backend_url: str) -> None:
-    _run_all(_append, [(backend_url, writer, 60) for writer in range(3)])
+    run_all(_append, [(backend_url, writer, 60) for writer in range(3)])
     with keepstate.open(backend_url) as store:
         found = store.scope("session", agent="chat", id="s").get_versioned("log")
     assert found.version == 180
@@ -86,7 +75,7 @@ def _incr(url: str, times: int, go: Event) -> None:
 
 
 def test_incr_from_four_processes_ends_exact(backend_url: str) -> None:
-    _run_all(_incr, [(backend_url, 100)] * 4)
+    run_all(_incr, [(backend_url, 100)] * 4)
     with keepstate.open(backend_url) as store:
         assert store.scope("agent", agent="counter").get_versioned("hits") == (400, 400)
 

@@ -17,6 +17,8 @@ export {
 } from "./errors.js";
 export type { BatchConflict, ErrorDetails } from "./errors.js";
 export { HoldRequested, Invocation, InvocationState } from "./invocation.js";
+export { Memory } from "./memory.js";
+export type { Document, DocumentInfo, Hit } from "./memory.js";
 export { isFinished } from "./records.js";
 export type { AgentInfo, Decision, Key, Run, RunStatus, Session } from "./records.js";
 export { Scope } from "./scope.js";

@@ -1,6 +1,7 @@
 /**
  * What an agent function receives: an `Invocation`, one execution of a run (its start, or its
- * resume after a person's decision), with the run's facts, its four state scopes and its run token.
+ * resume after a person's decision), with the run's facts, its four state scopes, its agent's
+ * memory and its run token.
  *
  * `hold(request)` throws a `HoldRequested`, which the worker catches and turns into a held run. It
  * is deliberately not an `Error`, so an agent's `catch (e) { if (e instanceof Error) ... }` does not
@@ -10,6 +11,7 @@
 
 import { Batch } from "./batch.js";
 import * as calls from "./calls.js";
+import { Memory } from "./memory.js";
 import type { Claim, Decision, Run } from "./records.js";
 import { Scope } from "./scope.js";
 import type { ScopeName } from "./state-calls.js";
@@ -73,6 +75,8 @@ export class Invocation {
   /** On a resume, the person's answer `{approved, data}`; else null. */
   readonly decision: Decision | null;
   readonly state: InvocationState;
+  /** The agent's memory as this run's end user sees it: `users/{user}/...` is that user's folder. */
+  readonly memory: Memory;
   private readonly token: string;
 
   constructor(
@@ -90,6 +94,7 @@ export class Invocation {
     this.kind = claimed.kind;
     this.decision = claimed.decision;
     this.state = new InvocationState(sender, claimed.token);
+    this.memory = new Memory(sender, claimed.token);
     this.token = claimed.token;
   }
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from ..errors import KeepstateError
+from ..memory import AsyncMemory
 from . import _core, calls
 from ._async import AsyncSender
 from ._worker_core import (
@@ -34,6 +35,7 @@ from ._worker_core import (
     outcome_call,
 )
 from .invocation import AsyncInvocation, HoldRequested, async_http_state
+from .memory_calls import AsyncHttpMemoryOps, run_target
 from .records import Claim, Run
 
 
@@ -138,7 +140,8 @@ class AsyncWorker(AgentRegistration):
                 await self._execute(claim)
 
     async def _execute(self, claim: Claim) -> None:
-        inv = AsyncInvocation(claim, async_http_state(self._send, claim.token), self._child_starter(claim.token))
+        inv = AsyncInvocation(claim, async_http_state(self._send, claim.token), self._child_starter(claim.token),
+                              AsyncMemory(AsyncHttpMemoryOps(self._send, run_target(claim.token))))
         fn = self._registry.functions.get(claim.agent)
         done = asyncio.Event()
         beat = asyncio.create_task(heartbeat(self._send, inv, done))

@@ -2,7 +2,8 @@
 
 An invocation is one execution of a run — its start, or a resume after a person's decision. Its
 state scopes are the shared ``Scope``/``AsyncScope`` (which hold the compare-and-set loop and key
-paging) over a few primitive ops; here those ops go over HTTP with the invocation's run token,
+paging) over a few primitive ops, and its agent's memory (``inv.memory``) the shared
+``Memory``/``AsyncMemory`` likewise; here those ops go over HTTP with the invocation's run token,
 and ``keepstate.testing`` gives the same classes ops straight on an embedded store.
 
 ``hold(request)`` raises ``HoldRequested``, a ``BaseException`` like ``KeyboardInterrupt``, so an
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 
 from ..batch import Planned
 from ..errors import InvalidRequest
+from ..memory import AsyncMemory, Memory
 from ..scope import Appended, AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
 from . import state_calls
 from ._core import Call
@@ -208,11 +210,14 @@ class _Facts:
 
 
 class Invocation(_Facts):
-    """One execution of a run, for a sync agent function: facts, ``state``, ``hold``, ``start_run``."""
+    """One execution of a run, for a sync agent function: facts, ``state``, ``memory``, ``hold``, ``start_run``."""
 
-    def __init__(self, claim: Claim, state: State, start_run: Callable[[str, Any, str | None], Run]) -> None:
+    def __init__(self, claim: Claim, state: State, start_run: Callable[[str, Any, str | None], Run],
+                 memory: Memory) -> None:
         super().__init__(claim)
         self.state = state
+        self.memory = memory
+        """The agent's memory, as this run's end user: ``users/{user}/…`` is that user's folder."""
         self._start_run = start_run
 
     def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:
@@ -224,10 +229,13 @@ class AsyncInvocation(_Facts):
     """One execution of a run, for an async agent function: ``state`` and ``start_run`` are awaited."""
 
     def __init__(
-        self, claim: Claim, state: AsyncState, start_run: Callable[[str, Any, str | None], Awaitable[Run]]
+        self, claim: Claim, state: AsyncState, start_run: Callable[[str, Any, str | None], Awaitable[Run]],
+        memory: AsyncMemory,
     ) -> None:
         super().__init__(claim)
         self.state = state
+        self.memory = memory
+        """The agent's memory, as this run's end user: ``users/{user}/…`` is that user's folder."""
         self._start_run = start_run
 
     async def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from ..errors import KeepstateError
+from ..memory import Memory
 from . import _core, calls
 from ._sync import SyncSender
 from ._worker_core import (
@@ -36,6 +37,7 @@ from ._worker_core import (
     outcome_call,
 )
 from .invocation import HoldRequested, Invocation, http_state
+from .memory_calls import HttpMemoryOps, run_target
 from .records import Claim, Run
 
 
@@ -160,7 +162,8 @@ class Worker(AgentRegistration):
                 self._execute(claim)
 
     def _execute(self, claim: Claim) -> None:
-        inv = Invocation(claim, http_state(self._send, claim.token), self._child_starter(claim.token))
+        inv = Invocation(claim, http_state(self._send, claim.token), self._child_starter(claim.token),
+                         Memory(HttpMemoryOps(self._send, run_target(claim.token))))
         fn = self._registry.functions.get(claim.agent)
         beat = HeartbeatThread(self._send, inv)
         beat.start()

@@ -31,6 +31,7 @@ from .bootstrap import bootstrap
 from .console import console_routes
 from .errors import MethodNotAllowed, error_response
 from .http import json_response
+from .memory_routes import MEMORY_ROUTES, open_memory_api
 from .metrics import Metrics, MetricsMiddleware, instrument
 from .openapi import DOCUMENT
 from .routes import ROUTES
@@ -132,6 +133,7 @@ def create_app(
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
         app.state.state_api = StateApi(platform.state)
+        app.state.memory_api = await open_memory_api(platform.database)
         if bootstrap_admin:
             await bootstrap(platform, admin_key)
         upkeep = app_metrics.runs.upkeep = Upkeep(app.state.invocations, retention_days)
@@ -145,6 +147,7 @@ def create_app(
 
     routes = [
         *ROUTES,
+        *MEMORY_ROUTES,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

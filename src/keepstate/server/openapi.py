@@ -120,6 +120,16 @@ SCHEMAS: Obj = {
         created_at=INT,
         updated_at=INT,
     ),
+    "Document": obj(
+        ["path", "text", "metadata", "version", "updated_at"],
+        path=STR,
+        text=STR,
+        metadata={"type": "object"},
+        version=INT,
+        updated_at=INT,
+    ),
+    "DocumentInfo": obj(["path", "version", "updated_at"], path=STR, version=INT, updated_at=INT),
+    "Hit": obj(["path", "score", "snippet", "version"], path=STR, score={"type": "number"}, snippet=STR, version=INT),
     "Agent": obj(
         ["name", "last_claim_at", "queued", "running", "held"],
         name=NAME,
@@ -502,6 +512,70 @@ PATHS["/v0/state/batch"] = {
         request=body(obj(["ops"], ops={"type": "array", "items": BATCH_OP, "minItems": 1, "maxItems": 100})),
     )
 }
+
+DOC_PATH = {
+    "name": "path",
+    "in": "path",
+    "required": True,
+    "schema": STR,
+    "description": "1-512 of A-Z a-z 0-9 . _ - / in segments; users/{user}/... is the end user's folder",
+}
+
+
+def memory_paths(prefix: str, security: str, params: list[Obj], who: str) -> Obj:
+    """The five memory calls under one prefix (a run token's, an admin's), with that prefix's parameters."""
+    listing = ok(
+        obj(["documents", "next"], documents={"type": "array", "items": ref("DocumentInfo")}, next=nullable(STR))
+    )
+    hits = ok(obj(["hits"], hits={"type": "array", "items": ref("Hit")}))
+    search_body = body(obj(["query"], query=STR, prefix=STR, limit={**INT, "minimum": 1}))
+    write_body = body(obj(["text"], text=STR, metadata={"type": "object"}, if_version={**INT, "minimum": 0}))
+    return {
+        prefix: {
+            "get": op(
+                f"List documents in path order ({who})",
+                {"200": listing, **errors(403, 404, 409)},
+                security=security,
+                params=[*params, query("prefix", STR), *PAGE],
+            )
+        },
+        f"{prefix}/search": {
+            "post": op(
+                f"Search documents, best first ({who})",
+                {"200": hits, **errors(403, 404, 409)},
+                security=security,
+                params=params,
+                request=search_body,
+            )
+        },
+        f"{prefix}/{{path}}": {
+            "get": op(
+                f"Read a document ({who})",
+                {"200": ok(ref("Document")), **errors(403, 404, 409)},
+                security=security,
+                params=[*params, DOC_PATH],
+            ),
+            "put": op(
+                f"Write a document; if_version 0 means only if absent ({who})",
+                {"200": ok(obj(["version"], version=INT)), **errors(403, 404, 409, 413)},
+                security=security,
+                params=[*params, DOC_PATH],
+                request=write_body,
+            ),
+            "delete": op(
+                f"Delete a document (204 also when absent) ({who})",
+                {"204": {"description": "deleted"}, **errors(403, 404, 409)},
+                security=security,
+                params=[*params, DOC_PATH, query("if_version", {**INT, "minimum": 0})],
+            ),
+        },
+    }
+
+
+USER = path_param("user")
+PATHS.update(memory_paths("/v0/memory", "runToken", [], "the run's agent, as its end user"))
+PATHS.update(memory_paths("/v0/agents/{agent}/memory", "key", [AGENT], "admin: every folder"))
+PATHS.update(memory_paths("/v0/users/{user}/memory/{agent}", "key", [USER, AGENT], "admin: as that end user"))
 
 DOCUMENT: Obj = {
     "openapi": "3.1.0",

@@ -7,14 +7,17 @@ guesses them from a URL scheme or a class — and hands out *facets*, one per pa
 - ``StateFacet``: versioned JSON values and lists under (namespace, key): the State API;
 - ``PlatformFacet``: keys, sessions, runs and invocations, each method one guarded atomic step;
 - ``LeaseFacet``: per-session leases with fencing counters and fenced blobs (``keepstate.sessions``);
-- ``HarnessFacet``: the harness store's sessions, operations and logs (``keepstate.harness``).
+- ``HarnessFacet``: the harness store's sessions, operations and logs (``keepstate.harness``);
+- ``DocumentsFacet``: an agent's memory, documents by path with full-text search on the store's own
+  engine (``keepstate.platform.memory`` holds its rules).
 
 Where two facets must act in one statement or transaction (a run token's lease read with a state
 value; a session deleted together with its state), that is a method of ``Database`` itself.
 
 **Sync and async, one scheme.** Each facet's contract is written once, here. A facet used from
 asyncio is an async ABC; the harness facet is synchronous, as the seed's store is; the state facet
-has both faces (``StateFacet`` for the server, ``SyncStateFacet`` for the embedded store). In-process
+and the documents facet have both faces (``StateFacet``/``DocumentsFacet`` for the server,
+``SyncStateFacet``/``SyncDocumentsFacet`` for the embedded store). In-process
 backends (memory, SQLite) implement a synchronous core — functions of a connection or of the
 in-memory structure — and give it an async face (SQLite: writes group-committed on the file's one
 writer thread, reads on the caller's thread). Network backends (PostgreSQL, Redis) implement the
@@ -41,6 +44,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import InvalidRequest
+from ..search import Query
+from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
 from .records import (
     AgentStats,
     BatchOp,
@@ -76,6 +81,8 @@ class Capabilities:
     """The session store's leases and fenced blobs."""
     harness: bool
     """The harness store."""
+    documents: bool
+    """Memory: documents with full-text search on the store's own engine."""
 
     def require(self, facet: str, url: str) -> None:
         """Refuse, with the reason, a facet this store does not have."""
@@ -88,12 +95,14 @@ FACET_NAMES = {
     "leases": "session leases",
     "harness": "harness store",
     "shared": "sharing between processes",
+    "documents": "memory documents",
 }
 FACET_HINTS = {
     "platform": "keys, sessions and runs need PostgreSQL or SQLite (Redis holds state and session stores only)",
     "leases": "use memory://, sqlite:///, postgresql:// or redis://",
     "harness": "use memory://, sqlite:/// or postgresql://",
     "shared": "memory:// lives in one process: use sqlite:/// or postgresql://",
+    "documents": "memory needs SQLite or PostgreSQL (or memory:// in one process)",
 }
 
 
@@ -497,6 +506,53 @@ class HarnessFacet(Protocol):
     def copy(self, source: str, target: str, log: str, now: int) -> None: ...
 
 
+# ---------------------------------------------------------------- documents (memory)
+
+
+class DocumentsFacet(ABC):
+    """Documents by ``(space, path)`` with versions, and full-text search, asynchronous face.
+
+    Versions work as the state facet's: 1 on the first write, +1 per write, never repeating for a
+    path, also after a delete (a tombstone keeps the last version); ``if_version`` 0 means "only if
+    absent" and a mismatch raises VersionConflict(current_version). Every listing and search is
+    limited by a ``PathFilter`` inside the backend's one statement; paths compare byte by byte.
+    """
+
+    @abstractmethod
+    async def read(self, space: str, path: str) -> StoredDocument | None:
+        """The live document, or None when absent or deleted."""
+
+    @abstractmethod
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
+                    now: int) -> int:
+        """Replace the document's text and metadata; the new version. TooLarge when the engine cannot
+        index the text."""
+
+    @abstractmethod
+    async def delete(self, space: str, path: str, if_version: int | None) -> bool:
+        """Delete; True when a live document was deleted. VersionConflict on a mismatch."""
+
+    @abstractmethod
+    async def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
+        """Live documents that ``where`` admits, in path order, paths ``> after``, at most ``limit``."""
+
+    @abstractmethod
+    async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
+        """Live documents that ``where`` admits holding every term of ``query``, best first (ties in
+        path order), at most ``limit``; a match in the first line ranks above one in the rest."""
+
+
+class SyncDocumentsFacet(Protocol):
+    """``DocumentsFacet``'s synchronous face: the same methods and promises."""
+
+    def read(self, space: str, path: str) -> StoredDocument | None: ...
+    def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
+              now: int) -> int: ...
+    def delete(self, space: str, path: str, if_version: int | None) -> bool: ...
+    def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]: ...
+    def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]: ...
+
+
 # ---------------------------------------------------------------- the database
 
 
@@ -542,6 +598,16 @@ class Database(ABC):
         """The harness facet of one table prefix (``capabilities.harness``)."""
         self.capabilities.require("harness", self.url)
         raise AssertionError("unreachable: a store declaring a harness implements it")
+
+    async def documents(self) -> DocumentsFacet:
+        """The documents facet, asynchronous (``capabilities.documents``)."""
+        self.capabilities.require("documents", self.url)
+        raise AssertionError("unreachable: a store declaring documents implements them")
+
+    def sync_documents(self) -> SyncDocumentsFacet:
+        """The documents facet, synchronous (the embedded store)."""
+        self.capabilities.require("documents", self.url)
+        raise AssertionError("unreachable: a store declaring documents implements them")
 
     async def read_with_lease(self, token_hash: str, ns: str, key: str) -> LeaseAndEntry:
         """A run token's lease end and a state value, for a run's state GET. A store whose platform and

@@ -3,6 +3,7 @@
 ``InlineAsync``: the async face of an in-process sync core whose calls never block for long
 (memory). ``Portal``: the sync face of an async facet (PostgreSQL, Redis), running its coroutines
 on one private event-loop thread (``EventLoopThread``, owned by the facet's ``Database``).
+``InlineAsyncDocuments`` and ``DocumentsPortal`` are the same two for the documents facet.
 
 ``SyncState`` ends cleanly even when nobody closes it: a weakref finaliser (which also runs at
 interpreter exit) closes the inner Database on the loop thread, then cancels what is left there
@@ -19,7 +20,9 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from .base import Database, StateFacet, SyncStateFacet
+from ..search import Query
+from .base import Database, DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
+from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
 from .ending import CLOSE_WAIT_S, cancel_the_rest
 from .records import BatchOp, Entry, ListPage, Patcher, StateRecord
 
@@ -88,6 +91,29 @@ class InlineAsync(StateFacet):
 
     async def sweep(self, limit: int = 1000) -> int:
         return self.sync.sweep(limit)
+
+
+class InlineAsyncDocuments(DocumentsFacet):
+    """Async face of an in-process documents core, calling it on the event loop's thread."""
+
+    def __init__(self, sync: SyncDocumentsFacet) -> None:
+        self.sync = sync
+
+    async def read(self, space: str, path: str) -> StoredDocument | None:
+        return self.sync.read(space, path)
+
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
+                    now: int) -> int:
+        return self.sync.write(space, path, text, metadata, if_version, now)
+
+    async def delete(self, space: str, path: str, if_version: int | None) -> bool:
+        return self.sync.delete(space, path, if_version)
+
+    async def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
+        return self.sync.listing(space, where, after, limit)
+
+    async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
+        return self.sync.search(space, query, where, limit)
 
 
 class EventLoopThread:
@@ -182,33 +208,81 @@ class Portal:
         return self._loop.run(self.facet.sweep(limit))
 
 
+class DocumentsPortal:
+    """Sync face of an async documents facet; the facet lives on its own loop thread."""
+
+    def __init__(self, facet: DocumentsFacet, loop: EventLoopThread) -> None:
+        self.facet = facet
+        self._loop = loop
+
+    def read(self, space: str, path: str) -> StoredDocument | None:
+        return self._loop.run(self.facet.read(space, path))
+
+    def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
+        return self._loop.run(self.facet.write(space, path, text, metadata, if_version, now))
+
+    def delete(self, space: str, path: str, if_version: int | None) -> bool:
+        return self._loop.run(self.facet.delete(space, path, if_version))
+
+    def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
+        return self._loop.run(self.facet.listing(space, where, after, limit))
+
+    def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
+        return self._loop.run(self.facet.search(space, query, where, limit))
+
+
 class SyncState:
-    """A network Database's sync state face: an inner Database of the same URL, opened on a private
-    loop thread on first use, its state facet behind a ``Portal``. ``close()`` (again is a no-op),
-    garbage collection or interpreter exit closes both."""
+    """A network Database's sync faces: an inner Database of the same URL, opened on a private loop
+    thread on first use, its state facet behind a ``Portal`` and its documents behind a
+    ``DocumentsPortal``. ``close()`` (again is a no-op), garbage collection or interpreter exit
+    closes both."""
 
     def __init__(self, opener: Callable[[], Database]) -> None:
         self._opener = opener
+        self._opened: tuple[EventLoopThread, Database] | None = None
         self._portal: Portal | None = None
+        self._documents: DocumentsPortal | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._lock = threading.Lock()
 
     def face(self) -> Portal:
         with self._lock:
             if self._portal is None:
-                loop, inner = EventLoopThread(), self._opener()
-                try:
-                    facet = loop.run(inner.state())
-                except BaseException:
-                    _close(loop, inner)
-                    raise
-                self._finalizer = weakref.finalize(self, _close_quietly, loop, inner)
-                self._portal = Portal(facet, loop)
+                loop, inner = self._open()
+                self._portal = Portal(self._first(loop, inner.state()), loop)
             return self._portal
+
+    def documents(self) -> DocumentsPortal:
+        with self._lock:
+            if self._documents is None:
+                loop, inner = self._open()
+                self._documents = DocumentsPortal(self._first(loop, inner.documents()), loop)
+            return self._documents
+
+    def _open(self) -> tuple[EventLoopThread, Database]:
+        """The loop thread and the inner Database, made on the first call (under the lock)."""
+        if self._opened is None:
+            loop, inner = EventLoopThread(), self._opener()
+            self._opened = loop, inner
+            self._finalizer = weakref.finalize(self, _close_quietly, loop, inner)
+        return self._opened
+
+    def _first(self, loop: EventLoopThread, facet: Coroutine[Any, Any, T]) -> T:
+        """A facet of the inner Database; when even the first one fails, the loop and Database go."""
+        try:
+            return loop.run(facet)
+        except BaseException:
+            if self._portal is None and self._documents is None:
+                self._close_unlocked()
+            raise
 
     def close(self) -> None:
         with self._lock:
-            finalizer, self._finalizer, self._portal = self._finalizer, None, None
+            self._close_unlocked()
+
+    def _close_unlocked(self) -> None:
+        finalizer, self._finalizer = self._finalizer, None
+        self._opened = self._portal = self._documents = None
         found = None if finalizer is None else finalizer.detach()
         if found is not None:
             _close(*found[2])

@@ -1,7 +1,7 @@
 """``memory://`` and ``memory://NAME``: a store in this process, for tests and one-process apps.
 
 One meaning everywhere: ``memory://NAME`` is the process's memory space named NAME — its state, its
-platform records, its session leases and its harness tables — shared by every opener of that URL
+platform records, its session leases, its harness tables and its agents' documents — shared by every opener of that URL
 (any thread, any event loop) for as long as the process lives. A bare ``memory://`` is a fresh,
 private space for each ``open_database`` call. Nothing is shared with other processes.
 """
@@ -11,16 +11,27 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from ..base import Capabilities, Database, HarnessFacet, LeaseFacet, PlatformFacet, StateFacet, SyncStateFacet
-from ..faces import InlineAsync
+from ..base import (
+    Capabilities,
+    Database,
+    DocumentsFacet,
+    HarnessFacet,
+    LeaseFacet,
+    PlatformFacet,
+    StateFacet,
+    SyncDocumentsFacet,
+    SyncStateFacet,
+)
+from ..faces import InlineAsync, InlineAsyncDocuments
 from ..records import namespace
 from ..sql.harness_facet import SqlHarness
+from .documents import MemoryDocuments
 from .harness import MemoryEngine, MemorySqlite
 from .leases import LeaseSpace, MemoryLeases
 from .platform import MemoryPlatform
 from .state import MemoryState
 
-CAPABILITIES = Capabilities(shared=False, platform=True, leases=True, harness=True)
+CAPABILITIES = Capabilities(shared=False, platform=True, leases=True, harness=True, documents=True)
 
 
 @dataclass
@@ -31,6 +42,7 @@ class MemorySpace:
     platform: MemoryPlatform = field(default_factory=MemoryPlatform)
     leases: dict[str, LeaseSpace] = field(default_factory=dict)
     harness: MemorySqlite = field(default_factory=MemorySqlite)
+    documents: MemoryDocuments = field(default_factory=MemoryDocuments)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lease_space(self, space: str) -> LeaseSpace:
@@ -63,6 +75,7 @@ class MemoryDatabase(Database):
         self.url = url
         self.space = _space(space_name(url))
         self._async_state = InlineAsync(self.space.state)
+        self._async_documents = InlineAsyncDocuments(self.space.documents)
 
     async def state(self) -> StateFacet:
         return self._async_state
@@ -72,6 +85,12 @@ class MemoryDatabase(Database):
 
     async def platform(self) -> PlatformFacet:
         return self.space.platform
+
+    async def documents(self) -> DocumentsFacet:
+        return self._async_documents
+
+    def sync_documents(self) -> SyncDocumentsFacet:
+        return self.space.documents
 
     async def leases(self, space: str) -> LeaseFacet:
         return MemoryLeases(self.space.lease_space(space))

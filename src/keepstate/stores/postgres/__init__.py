@@ -21,11 +21,12 @@ from typing import Any
 
 from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
 from ..ending import close_on_loop
-from ..faces import Portal, SyncState
+from ..faces import DocumentsPortal, Portal, SyncState
 from ..records import namespace
 from ..sql import platform as shared_sql
 from ..sql.harness_facet import SqlHarness
 from . import db
+from . import documents as documents_facet
 from . import leases as leases_facet
 from . import platform as platform_facet
 from . import platform_sql as pg_platform_sql
@@ -37,12 +38,13 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
 
-CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True)
+CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True)
 TOKEN_LEASE = pg_platform_sql.pg(shared_sql.TOKEN_LEASE)
 SCHEMAS: dict[str, Sequence[str]] = {
     state_facet.COMPONENT: state_facet.STEPS,
     platform_facet.COMPONENT: pg_platform_sql.STEPS,
     leases_facet.COMPONENT: leases_facet.STEPS,
+    documents_facet.COMPONENT: documents_facet.STEPS,
 }
 
 
@@ -145,6 +147,12 @@ class PostgresDatabase(Database):
 
     async def platform(self) -> PlatformFacet:
         return platform_facet.PostgresPlatform(await self._migrated(platform_facet.COMPONENT))
+
+    async def documents(self) -> documents_facet.PostgresDocuments:
+        return documents_facet.PostgresDocuments(await self._migrated(documents_facet.COMPONENT))
+
+    def sync_documents(self) -> DocumentsPortal:
+        return self._sync.documents()
 
     async def leases(self, space: str) -> LeaseFacet:
         return leases_facet.PostgresLeases(await self._migrated(leases_facet.COMPONENT), space)

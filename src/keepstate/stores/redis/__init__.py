@@ -1,8 +1,9 @@
 """``redis://host:6379/0?prefix=app:``: the state facet and session leases on one Redis.
 
-Redis declares no platform and no harness: it holds state and the session store, not the server's
-records. redis-py's asyncio client belongs to the event loop that first uses it, so a Database makes
-its client there; its sync face runs an inner Database on a private loop thread.
+Redis declares no platform, no harness and no documents (memory needs a search engine): it holds state
+and the session store, not the server's records. redis-py's asyncio client belongs to the event loop
+that first uses it, so a Database makes its client there; its sync face runs an inner Database on a
+private loop thread.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("Redis support needs the extra: pip install 'keepstate[redis]'") from missing
 
-CAPABILITIES = Capabilities(shared=True, platform=False, leases=True, harness=False)
+CAPABILITIES = Capabilities(shared=True, platform=False, leases=True, harness=False, documents=False)
 
 
 class RedisDatabase(Database):

@@ -1,6 +1,6 @@
 """``sqlite:///file.db``: every facet on one SQLite file, shared by the processes of one machine.
 
-The facets (``state``, ``platform``, ``leases``, ``harness``) run on the process's one ``SqliteFile``
+The facets (``state``, ``platform``, ``leases``, ``harness``, ``documents``) run on the process's one ``SqliteFile``
 of the path (``db.py``): per-thread connections for reads and sync writes, one writer thread that
 group-commits every async write of every facet. Two facets that must act together do so in one
 transaction of that writer (``delete_session``) or one statement (``read_with_lease``).
@@ -15,12 +15,13 @@ from ..records import namespace
 from ..sql import platform as platform_sql
 from ..sql.harness_facet import SqlHarness
 from . import db
+from . import documents as documents_facet
 from . import platform as platform_facet
 from . import state as state_facet
 from .harness import SqliteEngine
 from .leases import SqliteLeases
 
-CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True)
+CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True)
 
 
 class SqliteDatabase(Database):
@@ -38,6 +39,8 @@ class SqliteDatabase(Database):
         self._state: state_facet.AsyncSqliteState | None = None
         self._sync_state: state_facet.SqliteState | None = None
         self._platform: platform_facet.SqlitePlatform | None = None
+        self._documents: documents_facet.AsyncSqliteDocuments | None = None
+        self._sync_documents: documents_facet.SqliteDocuments | None = None
         self._closed = False
 
     async def state(self) -> state_facet.AsyncSqliteState:
@@ -52,6 +55,16 @@ class SqliteDatabase(Database):
 
     async def platform(self) -> PlatformFacet:
         return self._platform_facet()
+
+    async def documents(self) -> documents_facet.AsyncSqliteDocuments:
+        if self._documents is None:
+            self._documents = documents_facet.AsyncSqliteDocuments(self.file)
+        return self._documents
+
+    def sync_documents(self) -> documents_facet.SqliteDocuments:
+        if self._sync_documents is None:
+            self._sync_documents = documents_facet.SqliteDocuments(self.file)
+        return self._sync_documents
 
     def _platform_facet(self) -> platform_facet.SqlitePlatform:
         if self._platform is None:
