@@ -3,11 +3,17 @@ one-process apps and tests.
 
 ``StoreOps`` is the ``ScopeOps`` of one scope on a store's sync state facet: it checks and encodes
 what goes in, decodes what comes out, and nothing else (the rules are the facet's and ``Scope``'s).
+
+``Store.register_session`` makes a session the app keeps state in known to the platform records, so
+``keepstate serve``'s console lists it. The platform facet is async only; the sync call runs it on
+the store's own private loop thread (``faces.EventLoopThread``, made on first use), which works the
+same with no event loop in the calling thread and from inside one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -15,14 +21,21 @@ from typing import Any
 
 from . import values, writes
 from .batch import Planned
+from .clock import now_ms
 from .errors import InvalidRequest, KeepstateError, VersionConflict
 from .memory import Memory, StoreMemoryOps
 from .platform.memory import View, space_of
+from .platform.service import metadata_data, name_field
 from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
 from .stores import open_database
 from .stores.base import Database, StateFacet, SyncStateFacet
-from .stores.ending import close_at_loop_shutdown
-from .stores.records import BatchOp, ListPage
+from .stores.ending import CLOSE_WAIT_S, close_at_loop_shutdown
+from .stores.faces import EventLoopThread
+from .stores.records import BatchOp, ListPage, StoredSession
+
+UNOWNED = ""
+"""The owner of a session registered without one: no key's id, so only the admins of its environment
+see it (the platform's visibility rules: owners and admins)."""
 
 
 class StoreOps:
@@ -191,7 +204,8 @@ def _answer(op: str, answer: Any) -> Any:
 
 class Store:
     """An opened store. ``scope(kind, agent=..., id=...)`` gives a ``Scope``, ``ascope(...)`` the same
-    scope as an ``AsyncScope`` for async code (any event loop); close when done.
+    scope as an ``AsyncScope`` for async code (any event loop); ``register_session`` makes a session
+    the app keeps state in known to the console; close when done.
 
     A store whose async connections belong to one event loop (PostgreSQL's pool, Redis's client:
     ``Database.loop_bound``) opens one more Database of the same URL for each loop that uses it,
@@ -204,6 +218,10 @@ class Store:
         self.state: SyncStateFacet = database.sync_state()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Database, Callable[[], None]]] = (
             weakref.WeakKeyDictionary())
+        self._lock = threading.Lock()
+        self._portal: EventLoopThread | None = None
+        """The loop thread of the sync face's platform calls, made by the first one."""
+        self._portal_end: weakref.finalize[Any, Any] | None = None
 
     def scope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> Scope:
         """The ``run``/``session``/``user`` scope of ``id``, or the ``agent`` scope (no id), of one agent."""
@@ -213,16 +231,69 @@ class Store:
         """``scope(...)`` for async code: the same scope, on the store's async face."""
         return AsyncScope(AsyncStoreOps(self, scope_namespace(kind, agent, id, env)))
 
+    def register_session(self, session_id: str, agent: str, *, user: str | None = None,
+                         metadata: dict[str, Any] | None = None, owner: str | None = None,
+                         env: str = "default") -> bool:
+        """Make the session ``session_id`` known to the platform, with ``agent`` keeping its state in it.
+
+        The session's ``scope("session", agent=agent, id=session_id, env=env)`` is what this app writes;
+        ``keepstate serve``'s console lists sessions only from the platform's records and shows the
+        session-scope state of their agents: of their runs, and of the agents registered here. Call it
+        before the first write (again is harmless): it creates the session unless it exists — an
+        existing one keeps its owner, user and metadata — and records the agent, in one atomic step.
+        Deleting the session (``DELETE /v0/sessions/{id}``, the console) then drops that agent's
+        session-scope state too, so the id created again later starts empty.
+
+        ``user``, ``metadata`` and the names are checked as ``POST /v0/sessions`` checks them
+        (``InvalidRequest``, ``InvalidValue``, ``TooLarge``). ``owner``: the id of a key that may see
+        and use the session as its owner; ``None`` (no owner) leaves it to the admins of ``env``.
+
+        True when recorded. A store without platform records (``redis://``) has nowhere to keep it,
+        and ``keepstate serve`` (the console) needs a SQLite or PostgreSQL store anyway: there this
+        checks its arguments, writes nothing and answers False, so one app runs unchanged on every
+        store. Works with no event loop running and from inside one (on a private loop thread).
+        """
+        session = _registration(session_id, agent, user, metadata, owner, env)
+        if not self.database.capabilities.platform:
+            return False
+        self._portal_thread().run(self._register(session, agent))
+        return True
+
+    async def aregister_session(self, session_id: str, agent: str, *, user: str | None = None,
+                                metadata: dict[str, Any] | None = None, owner: str | None = None,
+                                env: str = "default") -> bool:
+        """``register_session`` for async code, on the running loop."""
+        session = _registration(session_id, agent, user, metadata, owner, env)
+        if not self.database.capabilities.platform:
+            return False
+        await self._register(session, agent)
+        return True
+
+    async def _register(self, session: StoredSession, agent: str) -> None:
+        platform = await (await self._loop_database()).platform()
+        await platform.register_session(session, agent)
+
+    def _portal_thread(self) -> EventLoopThread:
+        with self._lock:
+            if self._portal is None:
+                self._portal = EventLoopThread()
+                self._portal_end = weakref.finalize(self, self._portal.stop)
+            return self._portal
+
     async def async_state(self) -> StateFacet:
         """The async state facet for the running event loop."""
+        return await (await self._loop_database()).state()
+
+    async def _loop_database(self) -> Database:
+        """The Database of the running event loop: the store's own, or one per loop for a loop-bound store."""
         if not self.database.loop_bound:
-            return await self.database.state()
+            return self.database
         loop = asyncio.get_running_loop()
         opened = self._loops.get(loop)
         if opened is None:
             database = open_database(self.url)
             opened = self._loops[loop] = database, await close_at_loop_shutdown(database.aclose)
-        return await opened[0].state()
+        return opened[0]
 
     async def aclose(self) -> None:
         """Close the running loop's async connections (``close()`` still closes the store)."""
@@ -239,13 +310,32 @@ class Store:
         return Memory(StoreMemoryOps(self.database.sync_documents, view))
 
     def close(self) -> None:
-        self.database.close()
+        """Close the store; the loop thread of the sync platform calls first, with its loop's Database."""
+        with self._lock:
+            portal, end, self._portal, self._portal_end = self._portal, self._portal_end, None, None
+        try:
+            if portal is not None:
+                portal.run(self.aclose(), timeout=CLOSE_WAIT_S)
+        finally:
+            if end is not None:
+                end()
+            self.database.close()
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
+
+
+def _registration(session_id: str, agent: str, user: str | None, metadata: dict[str, Any] | None,
+                  owner: str | None, env: str) -> StoredSession:
+    """The session ``register_session`` records, its arguments checked by the platform's own checks."""
+    names = {"session_id": session_id, "agent": agent, "user": user, "owner": owner, "env": env}
+    for name in names:
+        name_field(names, name, required=name in ("session_id", "agent", "env"))
+    data = metadata_data({} if metadata is None else metadata)
+    return StoredSession(env, session_id, UNOWNED if owner is None else owner, user, data, now_ms())
 
 
 def open(url: str) -> Store:

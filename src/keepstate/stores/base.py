@@ -289,6 +289,14 @@ class PlatformFacet(ABC):
         """Insert, or return the existing session of that id with False."""
 
     @abstractmethod
+    async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
+        """Record that ``agent`` keeps session-scope state in ``session`` without a run of it (an embedded
+        store's app), creating the session unless one of its id exists — an existing one keeps its owner,
+        user and metadata. Idempotent; one atomic step, also against ``Database.delete_session``: a
+        delete comes wholly before (the session is made anew) or after (it drops the agent's state).
+        The session as stored, and whether this call created it."""
+
+    @abstractmethod
     async def get_session(self, env: str, session_id: str) -> StoredSession | None: ...
 
     @abstractmethod
@@ -300,7 +308,8 @@ class PlatformFacet(ABC):
 
     @abstractmethod
     async def session_agents(self, env: str, session_id: str) -> list[str]:
-        """The agents of the session's runs, in name order (what its session-scope state is kept under)."""
+        """The agents of the session's runs and those registered in it (``register_session``), each once,
+        in name order: what its session-scope state is kept under."""
 
     @abstractmethod
     async def update_session(
@@ -619,8 +628,9 @@ class Database(ABC):
     @abstractmethod
     async def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
         """Delete a session unless a run of it is queued or running (SessionBusy), and in the same atomic
-        step cancel its held runs and drop its session-scope state of every agent that ran in it, so
-        an id created again later starts empty. The agents, or None when there is no such session."""
+        step cancel its held runs, forget its registered agents and drop its session-scope state of
+        every agent that ran or was registered in it (``PlatformFacet.session_agents``), so an id
+        created again later starts empty. The agents, or None when there is no such session."""
 
     @abstractmethod
     async def ping(self) -> None:

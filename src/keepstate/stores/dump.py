@@ -12,7 +12,7 @@ import base64
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations")
+TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations", "ks_session_agents")
 """In an order that an import can follow: what a row refers to comes first."""
 
 

@@ -6,6 +6,7 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -47,6 +48,10 @@ class MemoryPlatform(PlatformFacet):
         self._by_token: dict[str, str] = {}
         self._of_session: dict[tuple[str, str], list[str]] = {}  # (env, session) -> its run ids, oldest first
         self._claims: dict[tuple[str, str], int] = {}  # (env, agent) -> last claim
+        self._registered: dict[tuple[str, str], set[str]] = {}  # (env, session) -> agents registered in it
+        self._sessions_lock = threading.Lock()
+        """Registering and deleting a session each take it: the sync embedded store registers from its own
+        loop thread while a server's loop may delete, and both read, then change, two tables."""
 
     # keys
     async def add_key(self, key: StoredKey, secret_hash: str) -> None:
@@ -86,12 +91,21 @@ class MemoryPlatform(PlatformFacet):
 
     # sessions
     async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
+        return self._create_session(session)
+
+    def _create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         existing = self._sessions.get((session.env, session.id))
         if existing is not None:
             return existing, False
         created = replace(session, seq=next(self._seq))
         self._sessions[(session.env, session.id)] = created
         return created, True
+
+    async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
+        with self._sessions_lock:
+            stored = self._create_session(session)
+            self._registered.setdefault((session.env, session.id), set()).add(agent)
+        return stored
 
     async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         return self._sessions.get((env, session_id))
@@ -107,7 +121,11 @@ class MemoryPlatform(PlatformFacet):
         return list(islice(found, limit))
 
     async def session_agents(self, env: str, session_id: str) -> list[str]:
-        return sorted({self._runs[run_id].agent for run_id in self._of_session.get((env, session_id), [])})
+        return self._agents_of(env, session_id)
+
+    def _agents_of(self, env: str, session_id: str) -> list[str]:
+        ran = {self._runs[run_id].agent for run_id in self._of_session.get((env, session_id), [])}
+        return sorted(ran | self._registered.get((env, session_id), set()))
 
     async def update_session(
         self, env: str, session_id: str, owner: str | None, metadata: bytes
@@ -119,17 +137,21 @@ class MemoryPlatform(PlatformFacet):
         return found
 
     def delete_session(self, env: str, session_id: str, now: int) -> list[str] | None:
-        """Delete an idle session and cancel its held runs (``MemoryDatabase.delete_session`` drops its state)."""
-        if (env, session_id) not in self._sessions:
-            return None
-        self._expire_overdue(now, lambda run: (run.env, run.session_id) == (env, session_id))
-        if self._session_busy(env, session_id):
-            raise SessionBusy(f"session {session_id!r} has a queued or running run")
-        del self._sessions[(env, session_id)]
-        for run in list(self._runs.values()):
-            if (run.env, run.session_id, run.status) == (env, session_id, "held"):
-                self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
-        return sorted({r.agent for r in self._runs.values() if r.env == env and r.session_id == session_id})
+        """Delete an idle session, cancel its held runs and forget its registered agents; its agents
+        (``MemoryDatabase.delete_session`` drops their state)."""
+        with self._sessions_lock:
+            if (env, session_id) not in self._sessions:
+                return None
+            self._expire_overdue(now, lambda run: (run.env, run.session_id) == (env, session_id))
+            if self._session_busy(env, session_id):
+                raise SessionBusy(f"session {session_id!r} has a queued or running run")
+            del self._sessions[(env, session_id)]
+            for run in list(self._runs.values()):
+                if (run.env, run.session_id, run.status) == (env, session_id, "held"):
+                    self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
+            agents = self._agents_of(env, session_id)
+            self._registered.pop((env, session_id), None)
+            return agents
 
     def _session_busy(self, env: str, session_id: str) -> bool:
         return any(self._runs[run_id].status in ACTIVE for run_id in self._of_session.get((env, session_id), []))
@@ -319,8 +341,10 @@ class MemoryPlatform(PlatformFacet):
     async def purge_runs(self, before: int, limit: int) -> int:
         gone = [run.id for run in self._runs.values() if _purgeable(run, before)][:limit]
         for run_id in gone:
-            del self._runs[run_id]
+            run = self._runs.pop(run_id)
             self._callers.pop(run_id, None)
+            if run.session_id is not None:
+                self._of_session[(run.env, run.session_id)].remove(run_id)
         for inv in [inv for inv in self._invocations.values() if inv.run_id in set(gone)]:
             del self._invocations[inv.id]
             self._by_token.pop(inv.token_hash or "", None)

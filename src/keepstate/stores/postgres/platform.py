@@ -127,6 +127,20 @@ class PostgresPlatform(PlatformFacet):
             return await self.create_session(session)
         return sql.session_from_row(row), False
 
+    async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
+        """One transaction holding the session row, as a session delete takes it first: the agent's row
+        goes in before the delete reads the agents, or the delete went first and the session is made anew."""
+        s = session
+        params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
+        async with self._conn() as conn, conn.transaction():
+            while True:
+                inserted = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
+                row = inserted or await (await conn.execute(pg_sql.LOCK_SESSION, (s.env, s.id))).fetchone()
+                if row is not None:  # else deleted between the two statements: insert it again
+                    break
+            await conn.execute(pg(sql.INSERT_SESSION_AGENT), (s.env, s.id, agent))
+        return sql.session_from_row(row), inserted is not None
+
     async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._one(pg(sql.GET_SESSION), (env, session_id))
         return None if row is None else sql.session_from_row(row)
@@ -138,7 +152,7 @@ class PostgresPlatform(PlatformFacet):
         return [sql.session_from_row(row) for row in await self._all(pg(query), params)]
 
     async def session_agents(self, env: str, session_id: str) -> list[str]:
-        return [row[0] for row in await self._all(pg(sql.SESSION_AGENTS), (env, session_id))]
+        return [row[0] for row in await self._all(pg(sql.SESSION_AGENTS), sql.of_session(env, session_id))]
 
     async def update_session(
         self, env: str, session_id: str, owner: str | None, metadata: bytes
@@ -334,10 +348,11 @@ async def expire_overdue(conn: Conn, scope: str, now: int, params: tuple[str, ..
 
 
 async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> list[str] | None:
-    """Delete an idle session and cancel its held runs inside the caller's transaction (a step of
-    ``PostgresDatabase.delete_session``); its runs' agents, None when absent. The session row is
-    locked first, as a turn and a decision lock it, so the three serialise; its runs queued past
-    their deadline expire then, and do not keep it."""
+    """Delete an idle session, cancel its held runs and forget its registered agents inside the caller's
+    transaction (a step of ``PostgresDatabase.delete_session``); its agents (of its runs and
+    registered), None when absent. The session row is locked first, as a turn, a decision and a
+    registration lock it, so they serialise; its runs queued past their deadline expire then, and do
+    not keep it."""
     if await (await conn.execute(pg_sql.LOCK_SESSION, (env, session_id))).fetchone() is None:
         return None
     await expire_overdue(conn, "session", now, (env, session_id))
@@ -345,5 +360,6 @@ async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> lis
     if cur.rowcount == 0:
         raise SessionBusy(f"session {session_id!r} has a queued or running run")
     await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
-    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), (env, session_id))).fetchall()
+    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), sql.of_session(env, session_id))).fetchall()
+    await conn.execute(pg(sql.DELETE_SESSION_AGENTS), (env, session_id))
     return [row[0] for row in rows]

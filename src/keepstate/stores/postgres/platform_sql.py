@@ -71,6 +71,8 @@ STEPS = (
     CREATE TABLE ks_agents (
         env TEXT NOT NULL, agent TEXT NOT NULL, last_claim_at BIGINT NOT NULL, PRIMARY KEY (env, agent));
     """,
+    # 3: the agents that keep state in a session without a run of it (an embedded store registered them)
+    sql.SESSION_AGENTS_TABLE,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"

@@ -22,6 +22,14 @@ BACKFILL_DEADLINES = f"""
 """
 """Runs queued before deadlines existed get the default one from their last change (both backends' step 2)."""
 
+SESSION_AGENTS_TABLE = (
+    "CREATE TABLE ks_session_agents (env TEXT NOT NULL, session_id TEXT NOT NULL, agent TEXT NOT NULL, "
+    "PRIMARY KEY (env, session_id, agent));"
+)
+"""Step 3 on both backends (the same text: TEXT columns only). A row says that ``agent`` keeps
+session-scope state in the session (``register_session``); the session's delete drops that state and
+the row, as it does for the agents of its runs."""
+
 SQLITE_SCHEMA = [
     """
     CREATE TABLE ks_envs (name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
@@ -62,6 +70,8 @@ SQLITE_SCHEMA = [
     CREATE TABLE ks_agents (
         env TEXT NOT NULL, agent TEXT NOT NULL, last_claim_at INTEGER NOT NULL, PRIMARY KEY (env, agent));
     """,
+    # 3: the agents that keep state in a session without a run of it (an embedded store registered them)
+    SESSION_AGENTS_TABLE,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"
@@ -131,11 +141,25 @@ DELETE_IDLE_SESSION = (
     "DELETE FROM ks_sessions WHERE env = ? AND id = ? AND NOT EXISTS "
     "(SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
 )
-SESSION_AGENTS = "SELECT DISTINCT agent FROM ks_runs WHERE env = ? AND session_id = ? ORDER BY agent"
+SESSION_AGENTS = (
+    "SELECT agent FROM ks_runs WHERE env = ? AND session_id = ? "
+    "UNION SELECT agent FROM ks_session_agents WHERE env = ? AND session_id = ? ORDER BY agent"
+)
+"""The agents of a session's runs and the ones registered in it, each once; ``of_session``'s parameters."""
+
+
+def of_session(env: str, session_id: str) -> tuple[str, str, str, str]:
+    """The parameters of ``SESSION_AGENTS``: the session once for its runs, once for its registered agents."""
+    return env, session_id, env, session_id
+
+
+INSERT_SESSION_AGENT = "INSERT INTO ks_session_agents (env, session_id, agent) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+DELETE_SESSION_AGENTS = "DELETE FROM ks_session_agents WHERE env = ? AND session_id = ?"
 CANCEL_HELD_OF_SESSION = (
     "UPDATE ks_runs SET status = 'cancelled', updated_at = ? WHERE env = ? AND session_id = ? AND status = 'held'"
 )
 """A deleted session takes its held runs with it: no resume may run in a session that is gone."""
+
 SESSION_OF_RUN = "SELECT session_id FROM ks_runs WHERE env = ? AND id = ?"
 
 RUN_BY_IDEMPOTENCY = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND caller = ? AND idempotency_key = ?"

@@ -93,12 +93,15 @@ class SqlitePlatform(PlatformFacet):
 
     # sessions
     async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
-        s = session
+        return await self.db.awrite(lambda conn: _insert_session(conn, session))
+
+    async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
+        """One transaction of the file's one writer: a session delete comes wholly before or after it."""
 
         def write(conn: sqlite3.Connection) -> tuple[StoredSession, bool]:
-            cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
-            row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
-            return sql.session_from_row(row), cur.rowcount > 0
+            stored = _insert_session(conn, session)
+            conn.execute(sql.INSERT_SESSION_AGENT, (session.env, session.id, agent))
+            return stored
 
         return await self.db.awrite(write)
 
@@ -114,7 +117,7 @@ class SqlitePlatform(PlatformFacet):
         return [sql.session_from_row(row) for row in rows]
 
     async def session_agents(self, env: str, session_id: str) -> list[str]:
-        rows = await self._read(lambda c: c.execute(sql.SESSION_AGENTS, (env, session_id)).fetchall())
+        rows = await self._read(lambda c: c.execute(sql.SESSION_AGENTS, sql.of_session(env, session_id)).fetchall())
         return [row[0] for row in rows]
 
     async def update_session(
@@ -288,6 +291,13 @@ class SqlitePlatform(PlatformFacet):
         return await self.db.awrite(write)
 
 
+def _insert_session(conn: sqlite3.Connection, s: StoredSession) -> tuple[StoredSession, bool]:
+    """Insert unless the id exists; the session as stored and whether it is new."""
+    cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
+    row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
+    return sql.session_from_row(row), cur.rowcount > 0
+
+
 def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
     params = sql.run_params(run, caller)
     if run.session_id is None:
@@ -308,13 +318,16 @@ def expire_overdue(conn: sqlite3.Connection, scope: str, now: int, params: tuple
 
 
 def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int) -> list[str] | None:
-    """Delete an idle session and cancel its held runs; its runs' agents, None when absent
-    (one step of ``SqliteDatabase.delete_session``, which drops the state in the same transaction).
-    Its runs queued past their deadline do not keep it: they expire first."""
+    """Delete an idle session, cancel its held runs and forget its registered agents; its agents (of
+    its runs and registered), None when absent (one step of ``SqliteDatabase.delete_session``, which
+    drops their state in the same transaction). Its runs queued past their deadline do not keep it:
+    they expire first."""
     expire_overdue(conn, "session", now, (env, session_id))
     if conn.execute(sql.DELETE_IDLE_SESSION, (env, session_id, env, session_id)).rowcount == 0:
         if conn.execute(sql.GET_SESSION, (env, session_id)).fetchone() is None:
             return None
         raise SessionBusy(f"session {session_id!r} has a queued or running run")
     conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
-    return [row[0] for row in conn.execute(sql.SESSION_AGENTS, (env, session_id))]
+    agents = [row[0] for row in conn.execute(sql.SESSION_AGENTS, sql.of_session(env, session_id))]
+    conn.execute(sql.DELETE_SESSION_AGENTS, (env, session_id))
+    return agents
