@@ -34,8 +34,9 @@ import pytest
 
 TARGET_VARIABLE = "KEEPSTATE_UPSTREAM_TARGET"
 
-# The targets each subprocess suite runs against (a test id each); part 2 appends keepstate's.
-SUITE_TARGETS: tuple[str, ...] = ("framework",)
+# The targets each subprocess suite runs against (a test id each): the framework's own store, and
+# keepstate's adapter on a SQLite file (``keepstate-sqlite``).
+SUITE_TARGETS: tuple[str, ...] = ("framework", "keepstate-sqlite")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ ADK_SERVICES: dict[str, InProcess] = {
     "DatabaseSessionService-sqlite": InProcess(_database_adk_sqlite, refuses_stale=True),
     "SqliteSessionService": InProcess(_sqlite_adk, refuses_stale=True),
 }
+
+
+def suite_stores(suite: str) -> dict[str, Any]:
+    """The mapping that swaps the store of subprocess suite ``suite`` (upstream_run.SUITES' names)."""
+    return {"langgraph": CHECKPOINTERS, "langgraph-checkpoint-sqlite": STORES, "openai-agents": SESSIONS}[suite]
 
 
 def current() -> str:
