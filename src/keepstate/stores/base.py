@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from ..errors import InvalidRequest
 from ..search import Query
-from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
+from .documents import DocumentHead, DocumentRecord, PathFilter, StoredDocument, StoredHit
 from .records import (
     AgentStats,
     BatchOp,
@@ -550,6 +550,14 @@ class DocumentsFacet(ABC):
         """Live documents that ``where`` admits holding every term of ``query``, best first (ties in
         path order), at most ``limit``; a match in the first line ranks above one in the rest."""
 
+    @abstractmethod
+    def records(self) -> AsyncIterator[DocumentRecord]:
+        """Every document of every space, tombstones included, in (space, path) order, for export."""
+
+    @abstractmethod
+    async def restore(self, record: DocumentRecord) -> None:
+        """Write a record exactly as exported (version, tombstone, ``updated_at``), for import."""
+
 
 class SyncDocumentsFacet(Protocol):
     """``DocumentsFacet``'s synchronous face: the same methods and promises."""
@@ -560,6 +568,8 @@ class SyncDocumentsFacet(Protocol):
     def delete(self, space: str, path: str, if_version: int | None) -> bool: ...
     def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]: ...
     def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]: ...
+    def records(self) -> Iterator[DocumentRecord]: ...
+    def restore(self, record: DocumentRecord) -> None: ...
 
 
 # ---------------------------------------------------------------- the database
