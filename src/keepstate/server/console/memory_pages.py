@@ -19,6 +19,7 @@ from ...errors import InvalidRequest
 from ...platform.memory import MemoryApi, View, admin_view
 from ...platform.models import Caller
 from ...stores.documents import DocumentHead, StoredHit
+from ..memory_routes import memory_api
 from ..routes import path
 from . import pages, views
 from .auth import SignedIn
@@ -32,17 +33,8 @@ FOLDER_DOCUMENTS = 20
 
 
 def memory_of(request: Request) -> MemoryApi | None:
+    """The server's ``MemoryApi``, None on a store without documents."""
     found: MemoryApi | None = request.app.state.memory_api
-    return found
-
-
-def required_memory(request: Request) -> MemoryApi:
-    """The server's ``MemoryApi``; a store without documents (Redis) is the API's answer, with its reason."""
-    found = memory_of(request)
-    if found is None:
-        database = request.app.state.platform.database
-        database.capabilities.require("documents", database.url)
-    assert found is not None
     return found
 
 
@@ -60,7 +52,7 @@ async def memory(request: Request, signed: SignedIn) -> Response:
     """``/console/agents/{agent}/memory``: the agent's documents under ``?prefix=``, paged, and a search."""
     agent = path(request, "agent")
     view = admin_view(signed.caller, agent)
-    api = required_memory(request)
+    api = memory_api(request)
     prefix = request.query_params.get("prefix", "")
     paged = pages.after(request)
     documents, next_after = await api.listing(view, prefix, paged or "", DOCUMENTS)
@@ -89,7 +81,7 @@ async def document(request: Request, signed: SignedIn) -> Response:
     agent = path(request, "agent")
     if not path(request, "path"):  # .../memory/ is the listing
         return await memory(request, signed)
-    found = await required_memory(request).read(admin_view(signed.caller, agent), path(request, "path"))
+    found = await memory_api(request).read(admin_view(signed.caller, agent), path(request, "path"))
     return pages.shown(request, signed, "document.html", title=f"Document {found.path}", agent=agent,
                        document=found, metadata=views.pretty_bytes(found.metadata), size=len(found.text.encode()))
 
