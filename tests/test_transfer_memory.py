@@ -77,7 +77,8 @@ def test_documents_round_trip_sqlite_postgres_sqlite(tmp_path: Path, pg_url: str
         ("default/support", "users/bob/prefs", 1, False), ("default/billing", "invoices/2026", 1, False)}
     assert orjson.loads(original[0])["version"] == 3
 
-    assert _import(pg_url, tmp_path / "one.jsonl").returncode == 0
+    into_pg = _import(pg_url, tmp_path / "one.jsonl")
+    assert into_pg.returncode == 0 and b"6 document" in into_pg.stderr, into_pg.stderr
     via_pg = _export(pg_url, tmp_path / "two.jsonl")
     assert _import(last, tmp_path / "two.jsonl").returncode == 0
     final = _export(last, tmp_path / "three.jsonl")
