@@ -398,3 +398,18 @@ async def test_records_and_restore_keep_versions_and_tombstones(backend_url: str
         assert [hit.path for hit in hits] == ["a/kept"]
     finally:
         await database.aclose()
+
+
+def test_the_sync_face_gives_and_restores_the_same_records(store: keepstate.Store) -> None:
+    facet = store.database.sync_documents()
+    facet.write("env/sync-rec", "a/one", "One\nbody", b'{"k":2}', None, 3)
+    facet.write("env/sync-rec", "a/two", "Two", b"{}", None, 4)
+    facet.delete("env/sync-rec", "a/two", None)
+    mine = [record for record in facet.records() if record.space == "env/sync-rec"]
+    assert [(r.path, r.version, r.text, r.metadata) for r in mine] == [("a/one", 1, "One\nbody", b'{"k":2}'),
+                                                                       ("a/two", 1, None, b"{}")]
+    for record in mine:
+        facet.restore(DocumentRecord("env/sync-copy", record.path, record.version, record.text, record.metadata,
+                                     record.updated_at))
+    copied = [record for record in facet.records() if record.space == "env/sync-copy"]
+    assert [(r.path, r.version, r.text) for r in copied] == [(r.path, r.version, r.text) for r in mine]
