@@ -112,14 +112,18 @@ class StateApi:
 
     # -- whose state ---------------------------------------------------------------------------
 
-    async def namespace(self, platform: Platform, caller: Caller, address: Address) -> str:
-        """The namespace ``address`` names for ``caller``, by the API's visibility rules."""
+    async def namespace(self, platform: Platform, caller: Caller, address: Address, writes: bool = False) -> str:
+        """The namespace ``address`` names for ``caller``, by the API's visibility rules. ``writes``: a
+        caller's write of a session's state records its agent in the session (``writable_session``)."""
         if address.kind == "token":
             assert caller.run is not None
             return namespace(caller.run, address.scope)
         require(caller, "admin", "member")
         if address.kind == "session":
-            await platform.session(caller, address.id)
+            if writes:
+                await platform.writable_session(caller, address.id, address.agent)
+            else:
+                await platform.session(caller, address.id)
             return scope_namespace("session", address.agent, address.id, caller.env)
         if address.kind == "run":
             run = await platform.visible_run(caller, address.id)
