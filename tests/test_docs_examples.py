@@ -1,5 +1,5 @@
-"""The Python examples of docs/store.md and docs/sdk.md run as written, so a doc that drifts from the code
-fails here.
+"""The examples of docs/store.md, docs/sdk.md and docs/http-api.md run as written, so a doc that drifts from
+the code fails here.
 
 As ``test_readme.py`` does for the README: the fenced blocks are taken from the page and ``exec``-ed, the
 embedded ones in a fresh directory against a real SQLite file, the SDK's against a real ``keepstate serve``
@@ -8,11 +8,19 @@ is ``python``; ``python no-run`` shows code that needs what a test does not have
 your own, a worker running until Ctrl-C). The blocks of one page run in order in one namespace, like a
 reader typing them into one interpreter, and each is compiled at its own line of the page, so a failure
 points at the line of the doc. The examples hold their own ``assert``s: an answer that changes fails them.
+
+The ``sh`` blocks of docs/http-api.md are ``curl`` commands, each followed by the answer it gets as a
+``# `` line; they run in order in one ``bash`` against a real server (``KEEPSTATE_URL`` and an admin
+``KEY`` set), and every answer must be the JSON shown, ``…`` standing for any value.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,7 +68,7 @@ def runnable(page: Path) -> list[Block]:
     return [block for block in blocks(page) if block.info == RUN]
 
 
-@pytest.mark.parametrize("name", ["store.md", "sdk.md"])
+@pytest.mark.parametrize("name", ["store.md", "sdk.md", "http-api.md"])
 def test_every_block_says_what_it_is(name: str) -> None:
     """A misspelt info string (``pyhton``) would quietly leave an example untested."""
     found = blocks(DOCS / name)
@@ -135,3 +143,62 @@ def _close_stores(names: dict[str, Any]) -> None:
     for value in names.values():
         if isinstance(value, keepstate.Store | keepstate.Client):
             value.close()
+
+
+@dataclass(frozen=True)
+class Command:
+    """One shell command of a page and the answer shown under it (None: not shown)."""
+
+    text: str
+    line: int
+    answer: str | None
+
+
+def commands(block: Block) -> list[Command]:
+    """A block's commands (continued by a trailing ``\\`` or an open ``'`` string), each with its ``# `` answer."""
+    found: list[Command] = []
+    pending: list[str] = []
+    start = 0
+    for offset, line in enumerate(block.code.splitlines()):
+        if not pending and line.startswith("# "):
+            previous = found[-1]
+            found[-1] = Command(previous.text, previous.line, (previous.answer or "") + line[2:])
+            continue
+        if not pending:
+            start = block.line + offset
+        pending.append(line)
+        text = "\n".join(pending)
+        if text.count("'") % 2 == 0 and not text.endswith("\\"):
+            found.append(Command(text, start, None))
+            pending = []
+    assert not pending, f"{block.page.name}:{start}: an unfinished command"
+    return found
+
+
+def matches(shown: Any, got: Any) -> bool:
+    """``got`` is the answer ``shown``, where ``"…"`` matches any value."""
+    if shown == "…":
+        return True
+    if isinstance(shown, dict):
+        return isinstance(got, dict) and shown.keys() == got.keys() and all(matches(shown[k], got[k]) for k in shown)
+    if isinstance(shown, list):
+        return isinstance(got, list) and len(shown) == len(got) and all(map(matches, shown, got))
+    return bool(shown == got) and type(shown) is type(got)
+
+
+def test_http_examples_answer_as_shown(tmp_path: Path) -> None:
+    page = [command for block in blocks(DOCS / "http-api.md") if block.info == "sh" for command in commands(block)]
+    assert sum(command.answer is not None for command in page) >= 15
+    script = "set -eu -o pipefail\n" + "".join(f"{c.text}\nprintf '\\n@@{n}@@\\n'\n" for n, c in enumerate(page))
+    with running_server(f"sqlite:///{tmp_path / 'server.db'}") as info:
+        env = {**os.environ, "KEEPSTATE_URL": info.url, "KEY": info.admin_key,
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        ran = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    outputs = re.split(r"\n@@\d+@@\n", ran.stdout)[:-1]
+    assert len(outputs) == len(page)
+    for command, output in zip(page, outputs, strict=True):
+        if command.answer is not None:
+            shown = json.loads(command.answer.replace("…", '"…"'))
+            got = json.loads(output)
+            assert matches(shown, got), f"docs/http-api.md:{command.line}: shown {shown}, got {got}"
