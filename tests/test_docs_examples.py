@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 
 import keepstate
+from keepstate.server.openapi import DOCUMENT
+from keepstate.server.state_routes import PREFIXES
 from serverproc import running_server
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -143,6 +145,24 @@ def _close_stores(names: dict[str, Any]) -> None:
     for value in names.values():
         if isinstance(value, keepstate.Store | keepstate.Client):
             value.close()
+
+
+def test_every_state_route_is_in_the_http_docs() -> None:
+    """Each state route the server documents in its OpenAPI has its row in docs/http-api.md, under ``P``,
+    the prefix of any of the five kinds, each of which is named there too."""
+    text = (DOCS / "http-api.md").read_text()
+    templates = [template for _, _, template in PREFIXES.values()]
+    for template in templates:
+        assert f"`{template}" in text, template
+    assert "`POST /v0/state/batch`" in text and "/v0/state/batch" in DOCUMENT["paths"]
+    for path, methods in DOCUMENT["paths"].items():
+        prefix = next((t for t in templates if path.startswith(t)), None)
+        if prefix is None:
+            continue
+        tail = path[len(prefix):].rstrip("/")
+        for method in methods:
+            row = f"`{method.upper()} P{tail}`"
+            assert row in text, f"{method.upper()} {path}: no row {row} in docs/http-api.md"
 
 
 @dataclass(frozen=True)
