@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 
 import keepstate
+from keepstate.batch import Batch
+from keepstate.client._sync import CallerState
 from keepstate.server.openapi import DOCUMENT
 from keepstate.server.state_routes import PREFIXES
 from serverproc import running_server
@@ -163,6 +165,27 @@ def test_every_state_route_is_in_the_http_docs() -> None:
         for method in methods:
             row = f"`{method.upper()} P{tail}`"
             assert row in text, f"{method.upper()} {path}: no row {row} in docs/http-api.md"
+
+
+def _public(cls: type) -> list[str]:
+    """The public methods of a class and of its bases of ours."""
+    return [name for base in cls.__mro__[:-1] for name in vars(base) if not name.startswith("_")]
+
+
+@pytest.mark.parametrize("name", ["store.md", "sdk.md"])
+def test_every_scope_call_is_in_the_docs(name: str) -> None:
+    """A call added to ``Scope`` or to a batch without its place in the page fails here."""
+    text = (DOCS / name).read_text()
+    for call in _public(keepstate.Scope):
+        assert f"| `{call}(" in text, f"{name} has no row for Scope.{call}"
+    for call in _public(Batch):
+        assert f"`b.{call}" in text, f"{name} does not name the batch's {call}"
+
+
+def test_every_caller_scope_is_in_the_sdk_docs() -> None:
+    text = (DOCS / "sdk.md").read_text()
+    for scope in _public(CallerState):
+        assert f"`client.state.{scope}(" in text, f"sdk.md does not name client.state.{scope}"
 
 
 @dataclass(frozen=True)
