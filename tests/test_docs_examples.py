@@ -11,7 +11,7 @@ points at the line of the doc. The examples hold their own ``assert``s: an answe
 
 The ``sh`` blocks of docs/http-api.md are ``curl`` commands, each followed by the answer it gets as a
 ``# `` line; they run in order in one ``bash`` against a real server (``KEEPSTATE_URL`` and an admin
-``KEY`` set), and every answer must be the JSON shown, ``…`` standing for any value.
+``KEY`` set), and every answer must be the JSON shown, ``…`` (bare or as a string) standing for any value.
 """
 
 from __future__ import annotations
@@ -259,6 +259,6 @@ def test_http_examples_answer_as_shown(tmp_path: Path) -> None:
     assert len(outputs) == len(page)
     for command, output in zip(page, outputs, strict=True):
         if command.answer is not None:
-            shown = json.loads(command.answer.replace("…", '"…"'))
+            shown = json.loads(re.sub(r"(?<=[:,\[])\s*…", '"…"', command.answer))
             got = json.loads(output)
             assert matches(shown, got), f"docs/http-api.md:{command.line}: shown {shown}, got {got}"
