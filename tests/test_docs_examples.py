@@ -2,7 +2,8 @@
 the code fails here.
 
 As ``test_readme.py`` does for the README: the fenced blocks are taken from the page and ``exec``-ed, the
-embedded ones in a fresh directory against a real SQLite file, the SDK's against a real ``keepstate serve``
+embedded ones in a fresh directory against a real SQLite file (and again on memory://, PostgreSQL and
+Redis, the URL swapped), the SDK's against a real ``keepstate serve``
 (``serverproc``) whose URL replaces the docs' ``http://127.0.0.1:8420``. A block runs when its info string
 is ``python``; ``python no-run`` shows code that needs what a test does not have (a PostgreSQL URL of
 your own, a worker running until Ctrl-C). The blocks of one page run in order in one namespace, like a
