@@ -49,6 +49,14 @@ def is_key(key: object) -> bool:
     return isinstance(key, str) and _KEY.fullmatch(key) is not None
 
 
+def check_key_prefix(text: str, what: str = "prefix") -> str:
+    """A key listing's ``prefix`` or ``after``: empty, or what a key may be (else InvalidKey), on
+    every face alike."""
+    if text and not is_key(text):
+        raise InvalidKey(f"{what} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
+    return text
+
+
 def encode(value: Any) -> bytes:
     """Validate a Python value and return its canonical JSON bytes (raises InvalidValue)."""
     try:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import protocol, values, writes
-from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
+from ..errors import InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import StateFacet
 from ..stores.records import SCOPE_KINDS, Entry, ListPage, RunContext
@@ -175,9 +175,8 @@ class StateApi:
         return page
 
     async def keys(self, ns: str, prefix: str, after: str, limit: int) -> tuple[list[tuple[str, int]], str | None]:
-        for name, text in (("prefix", prefix), ("after", after)):
-            if text and not values.is_key(text):
-                raise InvalidKey(f"{name} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
+        values.check_key_prefix(prefix)
+        values.check_key_prefix(after, "after")
         found = await self.backend.keys(ns, prefix, after, limit)
         return found, (found[-1][0] if len(found) == limit else None)
 
