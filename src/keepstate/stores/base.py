@@ -297,6 +297,13 @@ class PlatformFacet(ABC):
         The session as stored, and whether this call created it."""
 
     @abstractmethod
+    async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
+        """Record that ``agent`` keeps session-scope state in ``session`` (a caller's write through
+        ``/v0/sessions/{id}/state/{agent}``), only while that very session exists: the same id made
+        again (another ``seq``) is another session. False when it is gone. Atomic against
+        ``Database.delete_session``, which then drops the agent's state."""
+
+    @abstractmethod
     async def get_session(self, env: str, session_id: str) -> StoredSession | None: ...
 
     @abstractmethod
