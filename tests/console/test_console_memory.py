@@ -13,6 +13,8 @@ import uuid
 import pytest
 from console_support import Console, next_link, rows
 
+from keepstate.server.console import views
+
 RETURNS = "Returns policy\nItems may be returned within 30 days, with the receipt."
 MENTION = "Shipping notes\nParcels leave on Mondays; a return label is in the box."
 
@@ -160,3 +162,11 @@ def test_a_session_page_shows_its_user_s_folder_and_no_other(console: Console, a
     assert without.status_code == 200 and "Memory of user" not in without.text
     agents = console.http.get("/console/agents").text
     assert f'href="/console/agents/{agent}/memory"' in agents
+
+
+def test_sizes_and_snippets_read_as_text() -> None:
+    assert [views.size(n) for n in (0, 1023, 1024, 2150, 1024 * 1024 - 1, 1024 * 1024)] == [
+        "0 B", "1023 B", "1.0 KiB", "2.1 KiB", "1.0 MiB", "1.0 MiB"]
+    assert views.snippet_parts("the **parcel** is **late**.") == [
+        ("the ", False), ("parcel", True), (" is ", False), ("late", True), (".", False)]
+    assert views.snippet_parts("**Returns** policy") == [("Returns", True), (" policy", False)]

@@ -238,6 +238,7 @@ class DocumentsPortal:
         return self._loop.run(self.facet.search(space, query, where, limit))
 
     def records(self) -> Iterator[DocumentRecord]:
+        """Read whole before the first is given: export streams through the async face instead."""
         return iter(self._loop.run(_collected(self.facet.records())))
 
     def restore(self, record: DocumentRecord) -> None:

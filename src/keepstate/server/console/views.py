@@ -137,7 +137,7 @@ def size(count: int) -> str:
     """A size in bytes for reading: ``532 B``, ``2.1 KiB``, ``1.0 MiB``."""
     if count < 1024:
         return f"{count} B"
-    if count < 1024 * 1024:
+    if round(count / 1024, 1) < 1024:
         return f"{count / 1024:.1f} KiB"
     return f"{count / (1024 * 1024):.1f} MiB"
 
