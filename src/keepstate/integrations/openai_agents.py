@@ -40,7 +40,7 @@ class KeepstateSession:
     ``KeepstateSession(session_id, url)`` opens the store at ``url`` (``memory://``, ``sqlite:///…``,
     ``postgresql://…``, ``redis://…``) and closes it with the session; ``from_store`` shares an open
     store and leaves it open. ``session_id`` names the keepstate session: 1–200 of
-    ``A-Z a-z 0-9 . _ : -`` (``keepstate.InvalidRequest`` otherwise). After ``close()`` every call
+    ``A-Z a-z 0-9 . _ : -`` (``keepstate.InvalidKey`` otherwise). After ``close()`` every call
     raises ``RuntimeError``, as the SDK's own sessions do.
     """
 
