@@ -66,6 +66,31 @@ async def test_items_are_a_session_scope_list_and_the_session_is_registered(
 
 
 @every_store
+async def test_an_agent_runs_on_it_turn_after_turn(store: keepstate.Store, session: KeepstateSession) -> None:
+    """The SDK's Runner over the session, on each store: the second turn's model input holds the first."""
+    from agents import Agent, Runner
+    from agents.memory import Session
+    from agents.testing import ScriptedModel
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    def reply(text: str) -> ResponseOutputMessage:
+        return ResponseOutputMessage(id="1", type="message", role="assistant", status="completed", content=[
+            ResponseOutputText(text=text, type="output_text", annotations=[], logprobs=[])])
+
+    assert isinstance(session, Session)
+    model = ScriptedModel()
+    agent = Agent(name="support", model=model)
+    model.enqueue([reply("It left the depot.")])
+    await Runner.run(agent, "Where is my order?", session=session)
+    model.enqueue([reply("Tomorrow.")])
+    result = await Runner.run(agent, "When will it arrive?", session=session)
+    assert result.final_output == "Tomorrow."
+    assert [item.get("role") for item in model.calls[-1].input] == ["user", "assistant", "user"]
+    stored = await store.ascope("session", agent=AGENT, id=session.session_id).tail(KEY, 10)
+    assert [(item["role"], "content" in item) for item in stored] == [("user", True), ("assistant", True)] * 2
+
+
+@every_store
 async def test_sessions_of_one_store_are_apart(store: keepstate.Store) -> None:
     first, second = KeepstateSession.from_store("one", store), KeepstateSession.from_store("two", store)
     await first.add_items([user("a")])
