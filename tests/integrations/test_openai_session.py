@@ -50,7 +50,7 @@ def session(store: keepstate.Store) -> KeepstateSession:
 
 
 @every_store
-async def test_items_are_a_session_scope_list_and_the_session_is_registered(
+async def test_items_are_a_session_scope_list_of_a_registered_session_and_go_with_it(
         store: keepstate.Store, session: KeepstateSession) -> None:
     items = [user("Where is my order?"), {"type": "function_call", "call_id": "c1", "name": "track", "arguments": "{}"}]
     await session.add_items(items)
@@ -61,8 +61,10 @@ async def test_items_are_a_session_scope_list_and_the_session_is_registered(
     platform = await open_platform(store.url)
     try:
         assert await platform.session_agents(ADMIN, session.session_id) == [AGENT]
+        await platform.delete_session(ADMIN, session.session_id)  # as the console's delete does
     finally:
         await platform.aclose()
+    assert await session.get_items() == []
 
 
 @every_store
