@@ -1,4 +1,4 @@
-"""``KeepstateSession`` from several processes at once, on SQLite and on PostgreSQL.
+"""``KeepstateSession`` from several processes at once, on SQLite, PostgreSQL and Redis.
 
 Two processes (spawned, each opening its own store, as two programs would) add 500 messages each
 to one session through the OpenAI driver of conversations.py: every message is kept, none twice,
@@ -16,12 +16,12 @@ import two_writers
 OPENER = "keepstate KeepstateSession"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store URL that several processes can share."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'sessions.db'}"
-    return str(request.getfixturevalue("pg_url"))
+    return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[request.param]))
 
 
 def test_two_processes_adding_lose_and_duplicate_nothing(location: str) -> None:
