@@ -3,11 +3,11 @@
 A session's items are the JSON items of one list, ``items``, in the session scope of the agent
 ``openai-agents`` (``store.scope("session", agent="openai-agents", id=session_id)``), and the
 session is registered with the platform on its first add: ``keepstate serve``'s console lists it
-and shows its history as a conversation. Each call is one atomic list operation of the store, so
+and shows its history as a conversation. Each write is one atomic list operation of the store, so
 the guarantees are the store's, across processes: ``add_items`` is one append (two processes lose
 and duplicate nothing), ``pop_item`` one pop (each item is taken by exactly one caller), and
-``get_items(limit)`` reads only the last ``limit`` items, so a turn costs the same at the
-thousandth message as at the first. A session holds what one keepstate list holds: 1 MiB of
+``get_items(limit)`` reads only the last ``limit`` items (one version of the list), so a turn
+costs the same at the thousandth message as at the first. A session holds what one keepstate list holds: 1 MiB of
 items as compact JSON (``add_items`` past that raises ``keepstate.TooLarge`` and adds nothing).
 """
 
