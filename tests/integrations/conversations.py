@@ -213,10 +213,19 @@ def openai_sqlite_session(path: str, conversation_id: str) -> Conversation:
     return OpenAISessionConversation(SQLiteSession(conversation_id, path))
 
 
+def keepstate_openai_session(location: str, conversation_id: str) -> Conversation:
+    """keepstate's ``KeepstateSession`` on a store URL, or on the SQLite file at a plain path."""
+    from keepstate.integrations.openai_agents import KeepstateSession
+
+    url = location if "://" in location else f"sqlite:///{location}"
+    return OpenAISessionConversation(KeepstateSession(conversation_id, url))
+
+
 # name -> opener(location, conversation_id); a framework store's location is a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteSaver": langgraph_sqlite_saver,
     "LangGraph SqliteStore": langgraph_sqlite_store,
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
+    "keepstate KeepstateSession": keepstate_openai_session,
 }
