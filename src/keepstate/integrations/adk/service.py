@@ -48,11 +48,10 @@ class _Place:
     """The scopes and keys of one ADK session (see ``layout``)."""
 
     def __init__(self, store: embedded.Store, app_name: str, user_id: str, session_id: str) -> None:
-        agent = layout.name(app_name)
         self.app_name, self.user_id, self.session_id = app_name, user_id, session_id
-        self.app: AsyncScope = store.ascope("agent", agent=agent)
-        self.user: AsyncScope = store.ascope("user", agent=agent, id=layout.name(user_id))
-        self.session: AsyncScope = store.ascope("session", agent=agent, id=layout.name(session_id))
+        self.app = _app_scope(store, app_name)
+        self.user = _user_scope(store, app_name, user_id)
+        self.session = store.ascope("session", agent=layout.name(app_name), id=layout.name(session_id))
         self.index = layout.session_entry(session_id)
         self.record = layout.record_key(user_id)
 
@@ -66,6 +65,14 @@ class _Place:
         """The session's record, or None when the session does not exist."""
         record = await self.session.get(self.record)
         return record if isinstance(record, dict) and "id" in record else None
+
+
+def _app_scope(store: embedded.Store, app_name: str) -> AsyncScope:
+    return store.ascope("agent", agent=layout.name(app_name))
+
+
+def _user_scope(store: embedded.Store, app_name: str, user_id: str) -> AsyncScope:
+    return store.ascope("user", agent=layout.name(app_name), id=layout.name(user_id))
 
 
 class KeepstateSessionService(BaseSessionService):
@@ -159,7 +166,7 @@ class KeepstateSessionService(BaseSessionService):
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         """Every session of the user (of every user when None), oldest update first, without events."""
-        app_scope = self._place(app_name, "-", "-").app
+        app_scope = _app_scope(self.store, app_name)
         users = [user_id] if user_id is not None else [
             (await app_scope.get(key))["id"] async for key, _ in app_scope.keys("user.")]
         app_state = layout.unwrapped(await app_scope.get(layout.APP_STATE))
@@ -170,7 +177,7 @@ class KeepstateSessionService(BaseSessionService):
         return ListSessionsResponse(sessions=sessions)
 
     async def _sessions_of(self, app_name: str, user_id: str, app_state: dict[str, Any]) -> list[Session]:
-        user_scope = self._place(app_name, user_id, "-").user
+        user_scope = _user_scope(self.store, app_name, user_id)
         user_state = layout.unwrapped(await user_scope.get(layout.USER_STATE))
         found = []
         async for key, _ in user_scope.keys("session."):
@@ -193,7 +200,7 @@ class KeepstateSessionService(BaseSessionService):
                 batch.on(place.session).delete(place.events(chunk))
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return layout.unwrapped(await self._place(app_name, user_id, "-").user.get(layout.USER_STATE))
+        return layout.unwrapped(await _user_scope(self.store, app_name, user_id).get(layout.USER_STATE))
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Add the event and apply its state delta in one atomic write, on top of what storage holds
