@@ -64,6 +64,16 @@ async def test_a_session_past_one_mebibyte_goes_on_and_reads_back_whole(service:
     assert await tail(after_timestamp=2.0, num_recent_events=4) == sent[-4:]
 
 
+async def test_an_event_over_one_mebibyte_alone_is_refused_and_nothing_written(
+        service: KeepstateSessionService) -> None:
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="big")
+    await service.append_event(session, message("small", 1.0))
+    with pytest.raises(keepstate.TooLarge):
+        await service.append_event(session, message("y" * 1_100_000, 2.0))
+    got = await service.get_session(app_name=APP, user_id=USER, session_id="big")
+    assert got is not None and texts(got.events) == ["small"] and got.last_update_time == 1.0
+
+
 async def test_the_console_lists_the_session_and_shows_its_events_as_a_conversation(
         service: KeepstateSessionService) -> None:
     session = await service.create_session(app_name=APP, user_id=USER, session_id="chat-1")

@@ -168,7 +168,7 @@ class KeepstateSessionService(BaseSessionService):
         """Every session of the user (of every user when None), oldest update first, without events."""
         app_scope = _app_scope(self.store, app_name)
         users = [user_id] if user_id is not None else [
-            (await app_scope.get(key))["id"] async for key, _ in app_scope.keys("user.")]
+            entry["id"] async for key, _ in app_scope.keys("user.") if (entry := await app_scope.get(key))]
         app_state = layout.unwrapped(await app_scope.get(layout.APP_STATE))
         sessions = []
         for user in users:
