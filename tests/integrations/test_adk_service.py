@@ -101,6 +101,8 @@ async def test_a_whole_read_sees_a_session_another_service_deleted_and_created_a
         assert first is not None and texts(first.events) == ["old 0", "old 1", "old 2"]
         await writer.delete_session(app_name=APP, user_id=USER, session_id="again")
         session = await writer.create_session(app_name=APP, user_id=USER, session_id="again")
+        empty = await reader.get_session(app_name=APP, user_id=USER, session_id="again")
+        assert empty is not None and empty.events == []
         for index in range(4):
             await writer.append_event(session, message(f"new {index}", index + 10))
         again = await reader.get_session(app_name=APP, user_id=USER, session_id="again")

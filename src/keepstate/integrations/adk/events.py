@@ -58,8 +58,8 @@ class EventReader:
         length = len(events)
         while True:
             page = await scope.items(key, len(events), MAX_LIST_READ)
-            if version is not None and page.version - version != page.length - length:
-                return None
+            if version is not None and not 0 <= page.version - version == page.length - length:
+                return None  # not only appended to: deleted (an absent list reads as version 0), recreated...
             events += [decode(item) for item in page.items]
             version, length = page.version, page.length
             if len(events) >= length:
