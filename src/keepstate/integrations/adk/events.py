@@ -69,6 +69,9 @@ class EventReader:
     async def tail(scope: AsyncScope, key: str, recent: int | None, after: float | None) -> tuple[list[Event], bool]:
         """The newest events of one list, newest first: at most ``recent``, none older than ``after``.
         Also whether the reading stopped (on count or on timestamp) rather than reached the start."""
+        if after is None and recent is not None and recent <= MAX_LIST_READ:  # one read
+            items = await scope.tail(key, recent)
+            return [decode(item) for item in reversed(items)], len(items) == recent
         end = (await scope.items(key, 2**62, 1)).length
         newest_first: list[Event] = []
         while end > 0:

@@ -26,6 +26,7 @@ created again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -133,19 +134,18 @@ class KeepstateSessionService(BaseSessionService):
     async def get_session(self, *, app_name: str, user_id: str, session_id: str,
                           config: GetSessionConfig | None = None) -> Session | None:
         place = self._place(app_name, user_id, session_id)
-        record = await place.load()
+        record, (app, user) = await asyncio.gather(place.load(), self._shared_state(place))
         if record is None:
             return None
         events = await self._events(place, layout.last_chunk(record), config or GetSessionConfig())
-        shared = await self._shared_state(place)
         return Session(id=session_id, app_name=app_name, user_id=user_id, events=events,
                        last_update_time=record["updated"],
-                       state=layout.merged_state(*shared, layout.unwrapped(record.get("state"))))
+                       state=layout.merged_state(app, user, layout.unwrapped(record.get("state"))))
 
     async def _shared_state(self, place: _Place) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(app state, user state) as stored now."""
-        return (layout.unwrapped(await place.app.get(layout.APP_STATE)),
-                layout.unwrapped(await place.user.get(layout.USER_STATE)))
+        """(app state, user state) as stored now (read at once)."""
+        app, user = await asyncio.gather(place.app.get(layout.APP_STATE), place.user.get(layout.USER_STATE))
+        return layout.unwrapped(app), layout.unwrapped(user)
 
     async def _events(self, place: _Place, last_chunk: int, config: GetSessionConfig) -> list[Event]:
         recent, after = config.num_recent_events, config.after_timestamp
