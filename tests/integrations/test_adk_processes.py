@@ -144,6 +144,53 @@ def test_two_writers_of_state_deltas_lose_no_update(url: str, sessions: str) -> 
     assert set(outcome.missing.values()) == {0} and not outcome.errors, outcome.describe()
 
 
+async def _big_events(url: str, writer: int, ready: Any, out: Any) -> None:
+    from google.adk.events.event import Event
+    from google.genai import types
+
+    service, errors = _service("keepstate", url), collections.Counter[str]()
+    try:
+        session = await service.get_session(app_name=APP, user_id=USER, session_id="big")
+        ready.wait()
+        for index in range(BIG_EVENTS):
+            text = f"w{writer}.{index}:" + "z" * 250_000
+            content = types.Content(role="user", parts=[types.Part(text=text)])
+            try:
+                await service.append_event(session, Event(invocation_id=f"w{writer}.{index}", author="user",
+                                                          content=content))
+            except Exception as error:
+                errors[type(error).__name__] += 1
+    finally:
+        await service.close()
+        out.put(dict(errors))
+
+
+def _big_writer(url: str, writer: int, ready: Any, out: Any) -> None:
+    asyncio.run(_big_events(url, writer, ready, out))
+
+
+BIG_EVENTS = 8
+
+
+def test_two_writers_past_one_mebibyte_keep_every_event_once(url: str) -> None:
+    """Each writer's events move the session on to further lists (4 MB in all), at the same time."""
+    asyncio.run(_create("keepstate", url, {"big"}))
+    ready, out = _spawn.Barrier(2), _spawn.Queue()
+    writers = [_spawn.Process(target=_big_writer, args=(url, n, ready, out)) for n in range(2)]
+    for process in writers:
+        process.start()
+    errors = collections.Counter[str]()
+    for _ in writers:
+        errors.update(out.get(timeout=two_writers.JOIN_TIMEOUT_S))
+    for process in writers:
+        process.join(two_writers.JOIN_TIMEOUT_S)
+    (stored,), _, _ = asyncio.run(_final("keepstate", url, ["big"]))
+    kept = [event.invocation_id for event in stored.events]
+    assert not errors and len(kept) == len(set(kept)) == 2 * BIG_EVENTS, (errors, kept)
+    for writer in range(2):  # each writer's own events stay in its order
+        assert [k for k in kept if k.startswith(f"w{writer}.")] == [f"w{writer}.{i}" for i in range(BIG_EVENTS)]
+
+
 if __name__ == "__main__":  # the same race on ADK's DatabaseSessionService (SQLite), for the docs
     for mode in ("one session", "a session each"):
         with tempfile.TemporaryDirectory() as folder:
