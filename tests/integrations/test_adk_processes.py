@@ -5,7 +5,8 @@ Two writers on one session, each turn ``get_session`` then ``append_event`` as A
 (ADK's DatabaseSessionService loses a third of them so, docs/integrations.md). Two writers
 applying state deltas through session objects they never reload (stale after the other's first
 append), to one session or to a session each of the same user: every ``app:``, ``user:`` and
-session key either wrote is there at the end, so no update was lost. ``python
+session key either wrote is there at the end, so no update was lost. Two writers whose large events
+move one session past 1 MiB onto further lists at once: every event kept once. ``python
 test_adk_processes.py`` (in this folder) runs the same state race on ADK's DatabaseSessionService
 on SQLite, for the figures in docs/integrations.md.
 """

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
@@ -89,6 +90,24 @@ async def test_the_console_lists_the_session_and_shows_its_events_as_a_conversat
         assert (found.user, await platform.session_agents(admin, "chat-1")) == (USER, [APP])
     finally:
         await platform.aclose()
+
+
+async def test_a_session_deleted_from_the_console_can_be_created_again(service: KeepstateSessionService) -> None:
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="gone", state={"k": 1})
+    await service.append_event(session, message("before", 1.0))
+    platform = await open_platform(service.store.url)
+    try:
+        await platform.delete_session(Caller("default", "admin", "key_admin"), "gone")
+    finally:
+        await platform.aclose()
+    assert await service.get_session(app_name=APP, user_id=USER, session_id="gone") is None
+    assert (await service.list_sessions(app_name=APP, user_id=USER)).sessions == []
+    again = await service.create_session(app_name=APP, user_id=USER, session_id="gone")
+    assert again.state == {}
+    got = await service.get_session(app_name=APP, user_id=USER, session_id="gone")
+    assert got is not None and got.events == [] and got.state == {}
+    with pytest.raises(AlreadyExistsError):
+        await service.create_session(app_name=APP, user_id=USER, session_id="gone")
 
 
 async def test_a_whole_read_sees_a_session_another_service_deleted_and_created_again(sqlite_url: str) -> None:

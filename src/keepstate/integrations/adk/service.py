@@ -118,18 +118,29 @@ class KeepstateSessionService(BaseSessionService):
                                            metadata={"adk_app": app_name, "adk_user": user_id})
         record = {"id": session_id, "user_id": user_id, "app_name": app_name, "created": now, "updated": now,
                   "chunks": {}, "state": layout.wrapped(own)}
-        try:
-            async with place.user.batch() as batch:
-                batch.put(place.index, {"id": session_id}, if_version=0)
-                batch.on(place.app).put(layout.user_entry(user_id), {"id": user_id})
-                batch.on(place.session).delete(place.events(0))
-                batch.on(place.session).put(place.record, record)
-                _patch_shared(batch, place, app, user)
-        except VersionConflict:
-            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        await self._write_new(place, record, app, user)
         shared = await self._shared_state(place)
         return Session(id=session_id, app_name=app_name, user_id=user_id, last_update_time=now,
                        state=layout.merged_state(*shared, own))
+
+    @staticmethod
+    async def _write_new(place: _Place, record: dict[str, Any], app: dict[str, Any], user: dict[str, Any]) -> None:
+        """One batch writing a new session, its index entry only if absent. An entry whose session is
+        gone (its session-scope state dropped by a delete from the console) is taken over."""
+        expected = 0
+        while True:
+            try:
+                async with place.user.batch() as batch:
+                    batch.put(place.index, {"id": place.session_id}, if_version=expected)
+                    batch.on(place.app).put(layout.user_entry(place.user_id), {"id": place.user_id})
+                    batch.on(place.session).delete(place.events(0))
+                    batch.on(place.session).put(place.record, record)
+                    _patch_shared(batch, place, app, user)
+                return
+            except VersionConflict as conflict:
+                if expected or await place.load() is not None:
+                    raise AlreadyExistsError(f"Session with id {place.session_id} already exists.") from None
+                expected = conflict.current_version
 
     async def get_session(self, *, app_name: str, user_id: str, session_id: str,
                           config: GetSessionConfig | None = None) -> Session | None:
