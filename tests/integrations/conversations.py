@@ -217,15 +217,28 @@ def keepstate_openai_session(location: str, conversation_id: str) -> Conversatio
     """keepstate's ``KeepstateSession`` on a store URL, or on the SQLite file at a plain path."""
     from keepstate.integrations.openai_agents import KeepstateSession
 
-    url = location if "://" in location else f"sqlite:///{location}"
-    return OpenAISessionConversation(KeepstateSession(conversation_id, url))
+    return OpenAISessionConversation(KeepstateSession(conversation_id, store_url(location)))
 
 
-# name -> opener(location, conversation_id); a framework store's location is a SQLite file path.
+def keepstate_adk(location: str, conversation_id: str) -> Conversation:
+    """keepstate's ADK session service on a store URL (a bare path: a SQLite file)."""
+    from keepstate.integrations.adk import KeepstateSessionService
+
+    return AdkConversation(KeepstateSessionService(store_url(location)), conversation_id)
+
+
+def store_url(location: str) -> str:
+    """A keepstate store URL: ``location`` itself, or the SQLite file at that path."""
+    return location if "://" in location else f"sqlite:///{location}"
+
+
+# name -> opener(location, conversation_id); a framework store's location is a SQLite file path,
+# keepstate's (names starting "keepstate") a store URL or a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteSaver": langgraph_sqlite_saver,
     "LangGraph SqliteStore": langgraph_sqlite_store,
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
     "keepstate KeepstateSession": keepstate_openai_session,
+    "keepstate ADK": keepstate_adk,
 }

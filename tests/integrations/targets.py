@@ -97,6 +97,23 @@ async def _sqlite_adk(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     yield SqliteSessionService(str(request.getfixturevalue("tmp_path") / "adk-sqlite.db"))
 
 
+@asynccontextmanager
+async def _keepstate_adk(request: pytest.FixtureRequest, url: str) -> AsyncIterator[Any]:
+    from keepstate.integrations.adk import KeepstateSessionService
+
+    service = KeepstateSessionService(url)
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
+def _keepstate_adk_on(url_of: Callable[[pytest.FixtureRequest], str]) -> Callable[
+        [pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
+    """keepstate's ADK service on the store ``url_of(request)`` names."""
+    return lambda request: _keepstate_adk(request, url_of(request))
+
+
 # For the subprocess suites, per target: None leaves the suite's own store in place.
 CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
     "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
@@ -117,6 +134,11 @@ ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),
     "DatabaseSessionService-sqlite": InProcess(_database_adk_sqlite, refuses_stale=True),
     "SqliteSessionService": InProcess(_sqlite_adk, refuses_stale=True),
+    "keepstate-sqlite": InProcess(_keepstate_adk_on(
+        lambda request: f"sqlite:///{request.getfixturevalue('tmp_path') / 'keepstate.db'}")),
+    "keepstate-postgres": InProcess(_keepstate_adk_on(lambda request: request.getfixturevalue("pg_url"))),
+    "keepstate-redis": InProcess(_keepstate_adk_on(lambda request: request.getfixturevalue("redis_url"))),
+    "keepstate-memory": InProcess(_keepstate_adk_on(lambda request: "memory://")),
 }
 
 
