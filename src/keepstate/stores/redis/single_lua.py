@@ -21,7 +21,7 @@ none), ttl ms (``''``: none), then the write's arguments. Answers: the new versi
 from __future__ import annotations
 
 from ...values import MAX_VALUE_BYTES
-from .state_lua import _CLOCK, _HELPERS, ADD
+from .state_lua import _CLOCK, ADD
 
 _HEAD = _CLOCK + """
 -- The key as the engine's load() sees it: live only if a value or list not expired by Redis's clock.
@@ -34,16 +34,20 @@ if not live then e = nil end
 if iv ~= '' and tonumber(iv) ~= (live and v or 0) then return {'conflict', live and v or 0} end
 v = v + 1
 
--- After the hash is written: its expiry (a ttl from now, else keep's) and its place in the index.
-local function finish(keep)
+-- Write the hash (the next version, the expiry: a ttl from now, else keep's; then the fields given),
+-- the key's place in the expiry set and the index. Numbers go to Redis as integers (%.17g).
+local function write(keep, ...)
   local until_ = keep
   if ttl ~= '' then until_ = now() + tonumber(ttl) end
   if until_ then
-    redis.call('HSET', h, 'e', string.format('%d', until_))
+    redis.call('HSET', h, 'v', v, 'e', until_, ...)
     redis.call('ZADD', expiry, until_, h)
-  elseif f[3] then
-    redis.call('HDEL', h, 'e')
-    redis.call('ZREM', expiry, h)
+  else
+    redis.call('HSET', h, 'v', v, ...)
+    if f[3] then
+      redis.call('HDEL', h, 'e')
+      redis.call('ZREM', expiry, h)
+    end
   end
   if not indexed then redis.call('ZADD', index, 0, key) end
 end
@@ -57,8 +61,7 @@ def _script(fields: str, body: str, *pieces: str) -> str:
 
 PUT = _script("", """
 if was == 'l' then return {'engine'} end
-redis.call('HSET', h, 'v', string.format('%d', v), 'k', 'v', 'd', ARGV[4])
-finish(nil)
+write(nil, 'k', 'v', 'd', ARGV[4])
 return v
 """)
 """ARGV[4]: the value. A put over a list (live or expired: its items must go) is the engine's."""
@@ -73,36 +76,35 @@ if live then from = f[4] end
 if not integer(from) then return {'error', 'not_an_integer'} end
 local total = add(from, ARGV[4])
 if not total then return {'error', 'overflow', from} end
-redis.call('HSET', h, 'v', string.format('%d', v), 'k', 'v', 'd', total)
-finish(e)
+write(e, 'k', 'v', 'd', total)
 return {total, v}
 """, ADD)
 """ARGV[4]: the step, a decimal integer. An expired list (its items must go) is the engine's."""
 
 APPEND = _script(", 's', 'n', 'b'", """
-if indexed and not (live and was == 'l' and f[6]) then return {'engine'} end
-local items, offs = KEYS[4], KEYS[5]
+local count = #ARGV - 3
+if count > CHUNK or (indexed and not (live and was == 'l' and f[6])) then return {'engine'} end
 local n, s, b = 0, 2, 0
 if live then n, s, b = tonumber(f[5]), tonumber(f[4]), tonumber(f[6]) end
-local count, bytes = #ARGV - 3, 0
-for i = 4, #ARGV do bytes = bytes + #ARGV[i] end
-local size = s
-if count > 0 and n > 0 then size = s + bytes + count elseif count > 0 then size = 1 + bytes + count end
-if size > MAX then return {'error', 'too_large', size} end
-local at, ends = b, {}
+local at, ends, bytes = b, {}, 0
 if n > 0 then at = s + b - 1 end
 for i = 4, #ARGV do
-  at = at + #ARGV[i] + 1
-  ends[#ends + 1] = at
+  local length = #ARGV[i]
+  bytes, at = bytes + length, at + length + 1
+  ends[i - 3] = at
 end
-n = n + count
-if n > 0 then s = at - b + 1 end
-rpush(items, ARGV, 4, #ARGV)
-rpush(offs, ends, 1, #ends, true)
-redis.call('HSET', h, 'v', string.format('%d', v), 'k', 'l', 's', s, 'n', n, 'b', string.format('%d', b))
-finish(e)
+if count > 0 then
+  local size = bytes + count + 1
+  if n > 0 then size = bytes + count + s end
+  if size > MAX then return {'error', 'too_large', size} end
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, 4))
+  redis.call('RPUSH', KEYS[5], unpack(ends))
+  n, s = n + count, at - b + 1
+end
+write(e, 'k', 'l', 's', s, 'n', n, 'b', b)
 return {v, n}
-""", _HELPERS, f"local MAX = {MAX_VALUE_BYTES}\n")
-"""KEYS[4], KEYS[5]: items, offsets. ARGV[4...]: the items. Only to nothing (absent, a tombstone) or to
-a live list with offsets; the engine takes the rest (a stored value to split or refuse, a list without
-offsets, an expired key still holding its items or value)."""
+""", f"local MAX, CHUNK = {MAX_VALUE_BYTES}, 1000\n")
+"""KEYS[4], KEYS[5]: items, offsets. ARGV[4...]: the items (at most 1000: more is the engine's, which
+pushes them in chunks). Only to nothing (absent, a tombstone) or to a live list with offsets; the
+engine takes the rest (a stored value to split or refuse, a list without offsets, an expired key
+still holding its items or value)."""
