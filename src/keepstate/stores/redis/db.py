@@ -7,7 +7,10 @@ Connection trouble becomes ``Unavailable`` quickly (short socket timeouts), neve
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import Unavailable
@@ -52,6 +55,25 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
     except TypeError as error:
         raise ValueError(f"a Redis store URL option is not one redis-py knows: {error}") from None
     return client, prefix
+
+
+class Script:
+    """A Lua script run by its SHA-1 (EVALSHA), sent whole again when the server does not know it
+    (a restart, SCRIPT FLUSH). What redis-py's ``register_script`` does, without its per-call steps
+    for pipelines (~1.4 µs of the ~3 µs keepstate spends around a write)."""
+
+    __slots__ = ("_client", "_sha", "_text")
+
+    def __init__(self, client: aioredis.Redis, text: str) -> None:
+        self._client, self._text = client, text
+        self._sha = hashlib.sha1(text.encode()).hexdigest()
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await self._client.evalsha(self._sha, len(keys), *keys, *args)
+        except redis_errors.NoScriptError:
+            await self._client.script_load(self._text)
+            return await self._client.evalsha(self._sha, len(keys), *keys, *args)
 
 
 class translate_errors:  # a class, not a generator: it wraps every Redis call (~0.3 µs against ~2)

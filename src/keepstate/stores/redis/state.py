@@ -39,11 +39,10 @@ from ..numbers import add_checked
 from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end
 from . import single_lua
 from . import state_lua as lua
-from .db import translate_errors
+from .db import Script, translate_errors
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
-    from redis.commands.core import AsyncScript
 
 DROP_BATCH = 500
 EXPORT_BATCH = 500
@@ -205,7 +204,7 @@ class RedisState(StateFacet):
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
         self.names = Names(prefix)
-        self._write = client.register_script(lua.WRITE)
+        self._write = Script(client, lua.WRITE)
         self._convert = client.register_script(lua.CONVERT)
         self._read = client.register_script(lua.READ)
         self._part = client.register_script(lua.PART)
@@ -214,9 +213,9 @@ class RedisState(StateFacet):
         self._sweep = client.register_script(lua.SWEEP)
         self._drop = client.register_script(lua.DROP)
         self._restore = client.register_script(lua.RESTORE)
-        self._put1 = client.register_script(single_lua.PUT)
-        self._append1 = client.register_script(single_lua.APPEND)
-        self._incr1 = client.register_script(single_lua.INCR)
+        self._put1 = Script(client, single_lua.PUT)
+        self._append1 = Script(client, single_lua.APPEND)
+        self._incr1 = Script(client, single_lua.INCR)
 
     # -- writes: each one run of the engine
 
@@ -264,7 +263,7 @@ class RedisState(StateFacet):
     async def _one(self, op: BatchOp) -> Any:
         return (await self._run([op], batch=False))[0]
 
-    async def _single(self, script: AsyncScript, op: BatchOp, args: Sequence[Any]) -> Any:
+    async def _single(self, script: Script, op: BatchOp, args: Sequence[Any]) -> Any:
         """One put, append or incr by its short script (``single_lua``), answered as the engine's
         answer to that op alone; by the engine itself when the script hands the key over."""
         names, ns, key = self.names, op.ns, op.key
