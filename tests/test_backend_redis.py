@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import itertools
 import multiprocessing
 import random
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from keepstate.stores.faces import InlineAsync
 from keepstate.stores.memory.state import MemoryState
 from keepstate.stores.records import BatchOp, Entry, ListPage, StateRecord
 from keepstate.stores.redis import state_lua as lua
-from keepstate.stores.redis.db import split_prefix
+from keepstate.stores.redis.db import Script, split_prefix
 from keepstate.stores.redis.state import DROP_BATCH, RedisState, lex_bounds
 from keepstate.values import MAX_VALUE_BYTES
 
@@ -138,6 +140,16 @@ async def test_records_and_restore(backend: StateFacet) -> None:
     await backend.restore(StateRecord(NS, "h", 9, None))
     assert await backend.keys(NS) == []
     assert await backend.put(NS, "h", b"1") == 10
+
+
+async def test_a_script_the_server_does_not_know_is_sent_whole_once(backend: RedisState) -> None:
+    """What a Redis restart or SCRIPT FLUSH leaves: EVALSHA refused, the text loaded, then run."""
+    token = uuid.uuid4().hex
+    text = f"return {{'{token}', ARGV[1], KEYS[1]}}"  # a script no one has loaded yet
+    script = Script(backend.client, text)
+    assert await backend.client.script_exists(hashlib.sha1(text.encode()).hexdigest()) == [False]
+    assert await script(["k"], ["a"]) == [token.encode(), b"a", b"k"]
+    assert await backend.client.script_exists(hashlib.sha1(text.encode()).hexdigest()) == [True]
 
 
 async def test_the_client_never_resends_a_command(backend: RedisState) -> None:
