@@ -2,15 +2,18 @@
 
 The engine (``state_lua.WRITE``) plays any batch on a model of its keys before it writes; for one
 write that is most of its time: the script defines some thirty functions on every run, parses op
-headers and builds a model table per key (measured: ~11-15 µs of Redis time against ~3 µs for what
-a write itself must do). These scripts do only that: read the key's header (one HMGET), check the
-version guard, write the hash, the items and offsets, the index and the expiry set exactly as the
-engine's ``apply`` does. They take the usual case only — a put over anything but a list, an incr of
-a value or of nothing, an append to a list with offsets or to nothing — and answer ``{'engine'}``
-*before writing anything* for the rest (a put over a Redis list, a value stored whole by ``put`` to
-append to, a list written before offsets, an expired list or value still holding its items), which
-Python then sends to the engine. So the engine stays the one place for every unusual layout, and
-``tests/test_backend_redis.py`` checks both paths against the memory reference.
+headers and builds a model table per key. These scripts do only what the write needs: read the
+key's header (one HMGET), check the version guard, write the hash, the items and offsets, the index
+and the expiry set exactly as the engine's ``apply`` does (Redis time per call, INFO commandstats
+in one run on a loaded machine: put 24 -> 9 µs, append 23 -> 13 µs, incr 22 -> 10 µs).
+
+They take the usual case only — a put over anything but a list, an incr of a value or of nothing,
+an append to a list with offsets or to nothing — and answer ``{'engine'}`` *before writing
+anything* for the rest (a put over a Redis list, a value stored whole by ``put`` to append to, a
+list written before offsets, an expired list or value still holding its items), which Python then
+sends to the engine. So the engine stays the one place for every unusual layout, and
+``tests/test_backend_redis.py`` checks from every starting layout that both paths answer and write
+the same.
 
 KEYS: header, index, expiry set (then items, offsets for append). ARGV: key, if_version (``''``:
 none), ttl ms (``''``: none), then the write's arguments. Answers: the new version (put),

@@ -16,9 +16,12 @@ Layout, every name starting with the URL's prefix ``P``; a key's names carry the
   expires), so ``sweep`` finds expired keys without a scan.
 
 Every write (a single call or a batch of up to 100) is one run of the engine script
-(``state_lua.WRITE``), which checks every op before it writes anything. A batch spans namespaces and
-every write may touch the one expiry set, so this facet needs **one Redis server** (a primary with
-replicas, not Redis Cluster, whose scripts may not cross hash slots).
+(``state_lua.WRITE``), which checks every op before it writes anything — except a lone ``put``,
+``append`` or ``incr`` on a key in the usual layout, which runs a short script of its own
+(``single_lua``: same answers, same layout, half the Redis time) that hands any other key to the
+engine. A batch spans namespaces and every write may touch the one expiry set, so this facet needs
+**one Redis server** (a primary with replicas, not Redis Cluster, whose scripts may not cross hash
+slots: docs/deploy.md).
 
 A value stored by ``put`` that is a JSON list stays one string (its GET is one HMGET) and becomes a
 Redis list on its first append, trim or pop: Python splits it and a script swaps it in only if the
