@@ -3,7 +3,8 @@
 ``run()`` returns a Markdown section. Each store call is timed against the cheapest raw equivalent
 on the same connection settings: for PostgreSQL an ``INSERT ... ON CONFLICT DO UPDATE`` of the same
 row shape (psycopg 3 async, autocommit), for Redis a Lua compare-and-set script (redis-py asyncio).
-One connection sequential, and 8 concurrent tasks. Targets: store put >= 0.7x the raw write.
+One connection sequential, and 8 concurrent tasks. Targets: store put >= 0.7x the raw write; on Redis
+an append >= 0.8x RPUSH.
 A throwaway schema / key prefix is used and removed. ``python bench/bench_backends.py`` prints it.
 """
 
@@ -177,7 +178,7 @@ def _table(title: str, raw_name: str, rows: list[Row]) -> list[str]:
 async def _run() -> str:
     pg = await _bench_pg()
     rd = await _bench_redis()
-    put_pg, put_rd = pg[0][3], rd[0][3]
+    put_pg, put_rd, append_rd = pg[0][3], rd[0][3], rd[2][3]
     lines = [
         "## PostgreSQL and Redis state stores", "",
         f"Each pair: {SECONDS:.1f} s each of store and raw calls, alternating in {ROUNDS} rounds, from one asyncio "
@@ -186,7 +187,8 @@ async def _run() -> str:
         *_table("PostgreSQL", "psycopg upsert of the same row shape / one-row insert for append", pg),
         *_table("Redis", "Lua CAS script on a hash / RPUSH for append, HMGET for get", rd),
         f"Targets (store put >= 0.7x raw): PostgreSQL {put_pg:.2f}x {'met' if put_pg >= 0.7 else 'MISSED'}, "
-        f"Redis {put_rd:.2f}x {'met' if put_rd >= 0.7 else 'MISSED'}.", "",
+        f"Redis {put_rd:.2f}x {'met' if put_rd >= 0.7 else 'MISSED'}. "
+        f"Redis append (1 connection) >= 0.8x RPUSH: {append_rd:.2f}x {'met' if append_rd >= 0.8 else 'MISSED'}.", "",
     ]
     return "\n".join(lines)
 

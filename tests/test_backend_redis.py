@@ -8,9 +8,12 @@ the hashes, the guarded conversion of a put list racing appends, and no client-s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import itertools
 import multiprocessing
 import random
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -27,7 +30,7 @@ from keepstate.stores.faces import InlineAsync
 from keepstate.stores.memory.state import MemoryState
 from keepstate.stores.records import BatchOp, Entry, ListPage, StateRecord
 from keepstate.stores.redis import state_lua as lua
-from keepstate.stores.redis.db import split_prefix
+from keepstate.stores.redis.db import Script, split_prefix
 from keepstate.stores.redis.state import DROP_BATCH, RedisState, lex_bounds
 from keepstate.values import MAX_VALUE_BYTES
 
@@ -137,6 +140,16 @@ async def test_records_and_restore(backend: StateFacet) -> None:
     await backend.restore(StateRecord(NS, "h", 9, None))
     assert await backend.keys(NS) == []
     assert await backend.put(NS, "h", b"1") == 10
+
+
+async def test_a_script_the_server_does_not_know_is_sent_whole_once(backend: RedisState) -> None:
+    """What a Redis restart or SCRIPT FLUSH leaves: EVALSHA refused, the text loaded, then run."""
+    token = uuid.uuid4().hex
+    text = f"return {{'{token}', ARGV[1], KEYS[1]}}"  # a script no one has loaded yet
+    script = Script(backend.client, text)
+    assert await backend.client.script_exists(hashlib.sha1(text.encode()).hexdigest()) == [False]
+    assert await script(["k"], ["a"]) == [token.encode(), b"a", b"k"]
+    assert await backend.client.script_exists(hashlib.sha1(text.encode()).hexdigest()) == [True]
 
 
 async def test_the_client_never_resends_a_command(backend: RedisState) -> None:
@@ -307,6 +320,109 @@ async def test_random_writes_and_batches_answer_as_the_memory_reference(
         assert await _seen(backend) == await _seen(reference), f"step {step}"
         for ns, key in KEYS:
             _check_layout(client, prefix, ns, key)
+
+
+# ---------------------------------------------------------------- single writes: the short scripts and the engine
+
+
+def _expire_raw(client: redis.Redis, prefix: str, ns: str, key: str) -> None:
+    """Make a key with an expiry expired by now, as a store that has waited would hold it."""
+    header = f"{prefix}{{{ns}}}:h:{key}"
+    client.hset(header, "e", 1)
+    client.zadd(f"{prefix}expiry", {header: 1})
+
+
+async def _start(state: RedisState, raw: tuple[redis.Redis, str], name: str, ns: str, key: str) -> None:
+    """Leave ``key`` in the starting state ``name`` (one of STARTS)."""
+    client, prefix = raw
+    if name == "tombstone":
+        await state.put(ns, key, b"1")
+        await state.delete(ns, key)
+    elif name in ("value", "timed value", "expired value"):
+        await state.put(ns, key, b"7", ttl_ms=None if name == "value" else 60_000)
+    elif name == "stored list":
+        await state.put(ns, key, b'[1,"a"]')
+    elif name in ("list", "timed list", "expired list"):
+        await state.append(ns, key, [b"1", b'"two"'], ttl_ms=None if name == "list" else 60_000)
+    elif name == "emptied list":
+        await state.append(ns, key, [b"1"])
+        await state.pop(ns, key)
+    elif name == "list without offsets":
+        base = f"{prefix}{{{ns}}}"
+        client.rpush(f"{base}:l:{key}", b"1", b"2")
+        client.hset(f"{base}:h:{key}", mapping={"v": 3, "k": "l", "s": 5, "n": 2})
+        client.zadd(f"{base}:keys", {key: 0})
+    if name.startswith("expired"):
+        _expire_raw(client, prefix, ns, key)
+
+
+def _layout(client: redis.Redis, prefix: str, ns: str, key: str) -> tuple[Any, ...]:
+    """Everything Redis holds for one key, the expiry as whether there is one (it counts from now)."""
+    base = f"{prefix}{{{ns}}}"
+    header = f"{base}:h:{key}"
+    fields: dict[Any, Any] = client.hgetall(header)
+    timed = fields.pop(b"e", None) is not None
+    return (fields, timed, client.zscore(f"{prefix}expiry", header) is not None,
+            client.zscore(f"{base}:keys", key) is not None,
+            client.lrange(f"{base}:l:{key}", 0, -1), client.lrange(f"{base}:o:{key}", 0, -1))
+
+
+OTHER_NS = "default/session/chat/s-2"
+STARTS = ["absent", "tombstone", "value", "timed value", "expired value", "stored list", "list", "timed list",
+          "expired list", "emptied list", "list without offsets"]
+SINGLES = [
+    BatchOp("put", NS, "", data=b'"x"'), BatchOp("put", NS, "", data=b"[3]"),
+    BatchOp("put", NS, "", data=b"2", if_version=1), BatchOp("put", NS, "", data=b"2", if_version=0),
+    BatchOp("put", NS, "", data=b"2", ttl_ms=60_000),
+    BatchOp("append", NS, "", items=[b"3"]), BatchOp("append", NS, "", items=[]),
+    BatchOp("append", NS, "", items=[b"3", b'{"four":4}'], ttl_ms=60_000), BatchOp("append", NS, "", items=[BIG, BIG]),
+    BatchOp("incr", NS, "", by=1), BatchOp("incr", NS, "", by=2**63 - 1), BatchOp("incr", NS, "", by=5, if_version=1),
+    BatchOp("incr", NS, "", by=-1, ttl_ms=60_000),
+]
+
+
+@pytest.mark.parametrize("start", STARTS)
+async def test_a_single_write_answers_and_writes_what_the_engine_does(
+    backend: RedisState, raw: tuple[redis.Redis, str], start: str
+) -> None:
+    """Every put, append and incr from every starting layout: the call (its short script, or the
+    engine when the script hands the key over) and the engine run on an identical key give the same
+    answer or error and leave the same hash, items, offsets, index entry and expiry."""
+    client, prefix = raw
+    for number, op in enumerate(SINGLES):
+        key = f"k{number}"
+        mine, engines = dataclasses.replace(op, ns=NS, key=key), dataclasses.replace(op, ns=OTHER_NS, key=key)
+        for prepared in (mine, engines):
+            await _start(backend, raw, start, prepared.ns, key)
+        ours = await _outcome(_call(backend, mine))
+        assert ours == await _outcome(backend._one(engines)), (start, op)
+        assert _layout(client, prefix, NS, key) == _layout(client, prefix, OTHER_NS, key), (start, op)
+        if start != "list without offsets":  # which a refused or pop-like write leaves as it was
+            _check_layout(client, prefix, NS, key)
+
+
+async def test_the_usual_single_writes_never_reach_the_engine(
+    backend: RedisState, raw: tuple[redis.Redis, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The point of the short scripts: the writes an agent repeats are one short script each."""
+    for start in ("absent", "tombstone", "value", "timed value", "expired value", "stored list"):
+        await _start(backend, raw, start, NS, f"put-{start}")
+    for start in ("absent", "value", "timed value", "expired value"):
+        await _start(backend, raw, start, NS, f"incr-{start}")
+    for start in ("absent", "tombstone", "list", "timed list", "emptied list"):
+        await _start(backend, raw, start, NS, f"append-{start}")
+
+    async def no_engine(op: BatchOp) -> Any:
+        raise AssertionError(f"{op} went to the engine")
+
+    monkeypatch.setattr(backend, "_one", no_engine)
+    for start in ("absent", "tombstone", "value", "timed value", "expired value", "stored list"):
+        assert await backend.put(NS, f"put-{start}", b"1", ttl_ms=60_000) >= 1
+    for start in ("absent", "value", "timed value", "expired value"):
+        assert (await backend.incr(NS, f"incr-{start}", 2))[0] in (2, 9)
+    for start in ("absent", "tombstone", "list", "timed list", "emptied list"):
+        version, length = await backend.append(NS, f"append-{start}", [b"3"])
+        assert version >= 1 and length in (1, 3)
 
 
 # ---------------------------------------------------------------- what only the engine's rounds do

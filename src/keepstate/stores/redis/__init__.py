@@ -38,7 +38,7 @@ class RedisDatabase(Database):
         if self._client is None:
             client = self._client = db.open_client(self.url)[0]  # set before awaiting: one client per Database
             try:
-                async with db.translate_errors():
+                with db.translate_errors():
                     await client.ping()
             except BaseException:
                 self._client = None
@@ -62,7 +62,7 @@ class RedisDatabase(Database):
         raise AssertionError("unreachable")
 
     async def ping(self) -> None:
-        async with db.translate_errors():
+        with db.translate_errors():
             await (await self.client()).ping()
 
     async def aclose(self) -> None:

@@ -7,8 +7,10 @@ Connection trouble becomes ``Unavailable`` quickly (short socket timeouts), neve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import hashlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import Unavailable
@@ -22,6 +24,8 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("Redis support needs the extra: pip install 'keepstate[redis]'") from missing
 
+TROUBLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError, OSError)
+"""What a Redis call raises when the server cannot be reached or cannot answer yet: Unavailable."""
 DEFAULT_PREFIX = "keepstate:"
 SOCKET_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 3.0
@@ -53,15 +57,37 @@ def open_client(url: str) -> tuple[aioredis.Redis, str]:
     return client, prefix
 
 
-@asynccontextmanager
-async def translate_errors() -> AsyncIterator[None]:
+class Script:
+    """A Lua script run by its SHA-1 (EVALSHA), sent whole again when the server does not know it
+    (a restart, SCRIPT FLUSH). What redis-py's ``register_script`` does, without its per-call steps
+    for pipelines (~1.4 µs of the ~3 µs keepstate spends around a write)."""
+
+    __slots__ = ("_client", "_sha", "_text")
+
+    def __init__(self, client: aioredis.Redis, text: str) -> None:
+        self._client, self._text = client, text
+        self._sha = hashlib.sha1(text.encode()).hexdigest()
+
+    async def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        try:
+            return await self._client.evalsha(self._sha, len(keys), *keys, *args)
+        except redis_errors.NoScriptError:
+            await self._client.script_load(self._text)
+            return await self._client.evalsha(self._sha, len(keys), *keys, *args)
+
+
+class translate_errors:  # a class, not a generator: it wraps every Redis call (~0.3 µs against ~2)
     """Connection trouble becomes Unavailable; a script error stays a bug; a cancellation that
     redis-py's send swallowed (``asyncio.wait_for``, see ``raise_lost_cancel``) is raised."""
-    before = cancel_requests()
-    try:
-        yield
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as error:
-        raise Unavailable(f"redis: {error}") from error
-    except redis_errors.BusyLoadingError as error:
-        raise Unavailable(f"redis: {error}") from error
-    raise_lost_cancel(before)
+
+    __slots__ = ("_before",)
+
+    def __enter__(self) -> None:
+        self._before = cancel_requests()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if error is None:
+            raise_lost_cancel(self._before)
+        elif isinstance(error, TROUBLE):
+            raise Unavailable(f"redis: {error}") from error

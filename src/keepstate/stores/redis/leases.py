@@ -94,7 +94,7 @@ class RedisLeases(LeaseFacet):
         await self._run("release", self._lease_keys(id), [token])
 
     async def read(self, id: str) -> Blob | None:
-        async with translate_errors():
+        with translate_errors():
             data, expires, pinned = await self._client.hmget(self._data_keys(id)[0], ["d", "e", "p"])
         if data is None:
             return None
@@ -116,7 +116,7 @@ class RedisLeases(LeaseFacet):
         return bool(await self._run(name, keys, args) == 1)
 
     async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        async with translate_errors():
+        with translate_errors():
             return await self._scripts[name](keys=keys, args=args)
 
 

@@ -1,0 +1,113 @@
+"""Short scripts for the three commonest writes alone: one ``put``, ``append`` or ``incr``.
+
+The engine (``state_lua.WRITE``) plays any batch on a model of its keys before it writes; for one
+write that is most of its time: the script defines some thirty functions on every run, parses op
+headers and builds a model table per key. These scripts do only what the write needs: read the
+key's header (one HMGET), check the version guard, write the hash, the items and offsets, the index
+and the expiry set exactly as the engine's ``apply`` does (Redis time per call, INFO commandstats
+in one run on a loaded machine: put 24 -> 9 µs, append 23 -> 13 µs, incr 22 -> 10 µs).
+
+They take the usual case only — a put over anything but a list, an incr of a value or of nothing,
+an append to a list with offsets or to nothing — and answer ``{'engine'}`` *before writing
+anything* for the rest (a put over a Redis list, a value stored whole by ``put`` to append to, a
+list written before offsets, an expired list or value still holding its items), which Python then
+sends to the engine. So the engine stays the one place for every unusual layout, and
+``tests/test_backend_redis.py`` checks from every starting layout that both paths answer and write
+the same.
+
+KEYS: header, index, expiry set (then items, offsets for append). ARGV: key, if_version (``''``:
+none), ttl ms (``''``: none), then the write's arguments. Answers: the new version (put),
+``{total, version}`` (incr), ``{version, length}`` (append), ``{'conflict', current}``,
+``{'error', code, detail}`` or ``{'engine'}``.
+"""
+
+from __future__ import annotations
+
+from ...values import MAX_VALUE_BYTES
+from .state_lua import _CLOCK, ADD
+
+_HEAD = _CLOCK + """
+-- The key as the engine's load() sees it: live only if a value or list not expired by Redis's clock.
+local h, index, expiry, key, iv, ttl = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3]
+local f = redis.call('HMGET', h, 'v', 'k', 'e'FIELDS)
+local v, was, e = tonumber(f[1]) or 0, f[2], tonumber(f[3])
+local indexed = was == 'v' or was == 'l'
+local live = indexed and (e == nil or e > now())
+if not live then e = nil end
+if iv ~= '' and tonumber(iv) ~= (live and v or 0) then return {'conflict', live and v or 0} end
+v = v + 1
+
+-- Write the hash (the next version, the expiry: a ttl from now, else keep's; then the fields given),
+-- the key's place in the expiry set and the index. Numbers go to Redis as integers (%.17g).
+local function write(keep, ...)
+  local until_ = keep
+  if ttl ~= '' then until_ = now() + tonumber(ttl) end
+  if until_ then
+    redis.call('HSET', h, 'v', v, 'e', until_, ...)
+    redis.call('ZADD', expiry, until_, h)
+  else
+    redis.call('HSET', h, 'v', v, ...)
+    if f[3] then
+      redis.call('HDEL', h, 'e')
+      redis.call('ZREM', expiry, h)
+    end
+  end
+  if not indexed then redis.call('ZADD', index, 0, key) end
+end
+"""
+
+
+def _script(fields: str, body: str, *pieces: str) -> str:
+    """``pieces`` (helpers), the head reading ``fields`` beyond version, kind and expiry, ``body``."""
+    return "".join(pieces) + _HEAD.replace("FIELDS", fields) + body
+
+
+PUT = _script("", """
+if was == 'l' then return {'engine'} end
+write(nil, 'k', 'v', 'd', ARGV[4])
+return v
+""")
+"""ARGV[4]: the value. A put over a list (live or expired: its items must go) is the engine's."""
+
+INCR = _script(", 'd'", """
+if was == 'l' then
+  if live then return {'error', 'not_an_integer'} end
+  return {'engine'}
+end
+local from = '0'
+if live then from = f[4] end
+if not integer(from) then return {'error', 'not_an_integer'} end
+local total = add(from, ARGV[4])
+if not total then return {'error', 'overflow', from} end
+write(e, 'k', 'v', 'd', total)
+return {total, v}
+""", ADD)
+"""ARGV[4]: the step, a decimal integer. An expired list (its items must go) is the engine's."""
+
+APPEND = _script(", 's', 'n', 'b'", """
+local count = #ARGV - 3
+if count > CHUNK or (indexed and not (live and was == 'l' and f[6])) then return {'engine'} end
+local n, s, b = 0, 2, 0
+if live then n, s, b = tonumber(f[5]), tonumber(f[4]), tonumber(f[6]) end
+local at, ends, bytes = b, {}, 0
+if n > 0 then at = s + b - 1 end
+for i = 4, #ARGV do
+  local length = #ARGV[i]
+  bytes, at = bytes + length, at + length + 1
+  ends[i - 3] = at
+end
+if count > 0 then
+  local size = bytes + count + 1
+  if n > 0 then size = bytes + count + s end
+  if size > MAX then return {'error', 'too_large', size} end
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, 4))
+  redis.call('RPUSH', KEYS[5], unpack(ends))
+  n, s = n + count, at - b + 1
+end
+write(e, 'k', 'l', 's', s, 'n', n, 'b', b)
+return {v, n}
+""", f"local MAX, CHUNK = {MAX_VALUE_BYTES}, 1000\n")
+"""KEYS[4], KEYS[5]: items, offsets. ARGV[4...]: the items (at most 1000: more is the engine's, which
+pushes them in chunks). Only to nothing (absent, a tombstone) or to a live list with offsets; the
+engine takes the rest (a stored value to split or refuse, a list without offsets, an expired key
+still holding its items or value)."""
