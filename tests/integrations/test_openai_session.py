@@ -2,7 +2,8 @@
 
 Where its items land (one session-scope list the console reads, the session registered), reads
 past one tail read (more than 1,000 items, the whole history, never torn by a concurrent rewrite),
-the SDK's limit rules, the 1 MiB bound of a session, closing, and the extra being optional.
+the SDK's limit rules, a session past 1 MiB (parts: adds, tails, whole reads, pops and a clear across
+their boundaries, an item over 1 MiB alone refused), closing, and the extra being optional.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 import keepstate
 from backends import declaring
-from keepstate.integrations.openai_agents import AGENT, KEY, KeepstateSession
+from keepstate.integrations.openai_agents import AGENT, KEY, PARTS, KeepstateSession, part_key
 from keepstate.platform import open_platform
 from keepstate.platform.models import Caller
 
@@ -150,12 +151,101 @@ async def test_a_long_read_never_mixes_two_versions_of_the_session(
         assert got == ([] if generation is None else [f"{generation}-{i}" for i in range(size)])
 
 
+def big(text: str, size: int) -> dict[str, Any]:
+    """A user item of about ``size`` bytes as JSON, named ``text``."""
+    return {"role": "user", "content": text, "tool_output": "x" * size}
+
+
+async def keys_of(store: keepstate.Store, session: KeepstateSession) -> list[str]:
+    return [key async for key, _ in store.ascope("session", agent=AGENT, id=session.session_id).keys()]
+
+
 @every_store
-async def test_a_session_holds_one_mebibyte_and_a_refused_add_adds_nothing(session: KeepstateSession) -> None:
-    await session.add_items([user("x" * 600_000)])
-    with pytest.raises(keepstate.TooLarge):
-        await session.add_items([user("small"), user("y" * 600_000)])
-    assert [len(text) for text in texts(await session.get_items())] == [600_000]
+async def test_a_session_goes_on_past_one_mebibyte_in_parts_read_back_as_one(
+        store: keepstate.Store, session: KeepstateSession) -> None:
+    """Over 2 MiB (tool outputs of 100 KB, and one add of 1.5 MiB that spans parts by itself): the
+    whole read and the tails follow the order of the adds, the console's key order is history
+    order, and the first part is the list ``items`` that a session before parts would be."""
+    every = [f"m{i}" for i in range(30)]
+    for text in every[:20]:
+        await session.add_items([big(text, 100_000)])
+    await session.add_items([big(text, 150_000) for text in every[20:30]])  # 1.5 MiB in one add
+    assert texts(await session.get_items()) == every
+    assert texts(await session.get_items(limit=3)) == every[-3:]
+    assert texts(await session.get_items(limit=25)) == every[-25:]  # back over two boundaries
+    keys = await keys_of(store, session)
+    assert keys[0] == PARTS and keys[-1] == KEY and keys[1:-1] == [part_key(n) for n in range(1, len(keys) - 1)]
+    assert len(keys) - 2 >= 2  # at least two parts before items
+    scope = store.ascope("session", agent=AGENT, id=session.session_id)
+    assert texts((await scope.items(part_key(1))).items) == every[:len((await scope.items(part_key(1))).items)]
+    assert texts(await scope.tail(KEY, 1000)) == every[-len(await scope.tail(KEY, 1000)):]
+
+
+@every_store
+async def test_pop_takes_the_newest_item_back_across_every_part_boundary(
+        store: keepstate.Store, session: KeepstateSession) -> None:
+    every = [f"m{i}" for i in range(24)]
+    for text in every:
+        await session.add_items([big(text, 100_000)])
+    popped = [await session.pop_item() for _ in range(10)]
+    assert texts(popped) == every[:-11:-1]  # newest first, back past the first boundary
+    await session.add_items([user("after pops")])
+    assert texts(await session.get_items()) == [*every[:14], "after pops"]
+    rest = [await session.pop_item() for _ in range(15)]
+    assert texts(rest) == ["after pops", *every[13::-1]]
+    assert await session.pop_item() is None and await session.get_items() == []
+    assert await keys_of(store, session) == [KEY]  # every part taken back, and their count with them
+
+
+@every_store
+async def test_clear_drops_every_part_in_one_go(store: keepstate.Store, session: KeepstateSession) -> None:
+    await session.add_items([big(f"m{i}", 250_000) for i in range(10)])
+    assert len(await keys_of(store, session)) >= 3
+    await session.clear_session()
+    assert (await keys_of(store, session), await session.get_items(), await session.pop_item()) == ([], [], None)
+    await session.add_items([user("again")])
+    assert texts(await session.get_items()) == ["again"]
+
+
+@every_store
+async def test_an_item_over_one_mebibyte_alone_is_refused_and_its_add_writes_nothing(
+        store: keepstate.Store, session: KeepstateSession) -> None:
+    await session.add_items([big("kept", 900_000)])
+    before = await keys_of(store, session)
+    with pytest.raises(keepstate.TooLarge, match="item 1"):
+        await session.add_items([user("small"), user("y" * (1024 * 1024))])
+    assert texts(await session.get_items()) == ["kept"]
+    assert await keys_of(store, session) == before
+
+
+@shared_stores
+async def test_reads_while_another_writer_passes_boundaries_show_each_item_once_in_order(
+        backend_url: str, session: KeepstateSession) -> None:
+    """A writer in another thread (its own loop and store) adds 60 KB items past several 1 MiB
+    boundaries while whole reads and tails go on here: each read is a prefix of the writer's items
+    (a tail, its end), never an item twice or one missing in between."""
+    sent = [f"w{i}" for i in range(60)]
+
+    async def write() -> None:
+        writer = KeepstateSession(session.session_id, backend_url)
+        try:
+            for text in sent:
+                await writer.add_items([big(text, 60_000)])
+        finally:
+            await writer.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(write(),))
+    thread.start()
+    reads = 0
+    while thread.is_alive():
+        whole = texts(await session.get_items())
+        assert whole == sent[:len(whole)]
+        tail = texts(await session.get_items(limit=20))
+        end = sent.index(tail[-1]) + 1 if tail else 0
+        assert end >= len(whole) and tail == sent[max(0, end - 20):end]
+        reads += 1
+    thread.join()
+    assert reads > 3 and texts(await session.get_items()) == sent
 
 
 @every_store
