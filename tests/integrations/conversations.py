@@ -220,6 +220,23 @@ def keepstate_openai_session(location: str, conversation_id: str) -> Conversatio
     return OpenAISessionConversation(KeepstateSession(conversation_id, store_url(location)))
 
 
+class PaddedOpenAISessionConversation(OpenAISessionConversation):
+    """An OpenAI ``Session`` whose messages carry ``PADDING`` bytes more (a tool output's worth),
+    so a few hundred of them pass the 1 MiB of one keepstate list."""
+
+    PADDING = 4096
+
+    def append(self, text: str) -> None:
+        self.run(self._session.add_items([{"role": "user", "content": text, "output": "x" * self.PADDING}]))
+
+
+def keepstate_openai_session_padded(location: str, conversation_id: str) -> Conversation:
+    """``keepstate_openai_session`` with 4 KiB messages: races that cross the session's parts."""
+    from keepstate.integrations.openai_agents import KeepstateSession
+
+    return PaddedOpenAISessionConversation(KeepstateSession(conversation_id, store_url(location)))
+
+
 def keepstate_adk(location: str, conversation_id: str) -> Conversation:
     """keepstate's ADK session service on a store URL (a bare path: a SQLite file)."""
     from keepstate.integrations.adk import KeepstateSessionService
@@ -240,5 +257,6 @@ OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
     "keepstate KeepstateSession": keepstate_openai_session,
+    "keepstate KeepstateSession, 4 KiB messages": keepstate_openai_session_padded,
     "keepstate ADK": keepstate_adk,
 }

@@ -3,7 +3,8 @@
 Two processes (spawned, each opening its own store, as two programs would) add 500 messages each
 to one session through the OpenAI driver of conversations.py: every message is kept, none twice,
 and no call raised. Two processes popping one 500-item session empty with ``pop_item`` take each
-item exactly once, and none is lost.
+item exactly once, and none is lost. The same with 4 KiB messages, so that the adds (4 MiB) and the
+pops (2 MiB) cross the 1 MiB boundaries of the session's parts while both processes are at it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,13 @@ from pathlib import Path
 
 import pytest
 import two_writers
+from conversations import store_url
+
+import keepstate
+from keepstate.integrations.openai_agents import AGENT, PARTS
 
 OPENER = "keepstate KeepstateSession"
+PADDED = "keepstate KeepstateSession, 4 KiB messages"
 
 
 @pytest.fixture(params=["sqlite", "postgres", "redis"])
@@ -24,14 +30,27 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[request.param]))
 
 
-def test_two_processes_adding_lose_and_duplicate_nothing(location: str) -> None:
-    outcome = two_writers.race(OPENER, location, writers=2, per_writer=500)
+@pytest.mark.parametrize("opener", [OPENER, PADDED])
+def test_two_processes_adding_lose_and_duplicate_nothing(location: str, opener: str) -> None:
+    outcome = two_writers.race(opener, location, writers=2, per_writer=500)
     assert (outcome.sent, outcome.unique, outcome.lost, outcome.duplicated) == (1000, 1000, 0, 0), outcome.describe()
     assert not outcome.errors, outcome.describe()
+    assert parts(location) >= (3 if opener == PADDED else 0)  # 4 MiB: the race went past 3 boundaries
 
 
-def test_two_processes_popping_take_each_item_once(location: str) -> None:
-    outcome = two_writers.pop_race(OPENER, location, writers=2, items=500)
+@pytest.mark.parametrize("opener", [OPENER, PADDED])
+def test_two_processes_popping_take_each_item_once(location: str, opener: str) -> None:
+    outcome = two_writers.pop_race(opener, location, writers=2, items=500)
     assert sorted(outcome.popped) == sorted(f"item-{index}" for index in range(500)), outcome.describe()
     assert (outcome.twice, outcome.lost, outcome.left) == (0, 0, 0), outcome.describe()
     assert not outcome.errors, outcome.describe()
+    assert parts(location) == 0  # the parts of a padded session (2 MiB) were taken back, each once
+
+
+def parts(location: str) -> int:
+    """The archived parts the race's session has now."""
+    store = keepstate.open(store_url(location))
+    try:
+        return int(store.scope("session", agent=AGENT, id=two_writers.CONVERSATION).get(PARTS, 0))
+    finally:
+        store.close()
