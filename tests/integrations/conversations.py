@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
+import zlib
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from typing import TYPE_CHECKING, Any, Protocol
@@ -221,17 +222,17 @@ def keepstate_openai_session(location: str, conversation_id: str) -> Conversatio
 
 
 class PaddedOpenAISessionConversation(OpenAISessionConversation):
-    """An OpenAI ``Session`` whose messages carry ``PADDING`` bytes more (a tool output's worth),
-    so a few hundred of them pass the 1 MiB of one keepstate list."""
-
-    PADDING = 4096
+    """An OpenAI ``Session`` whose messages carry a tool output's worth more: 12 KiB for one message
+    in four (picked by a hash of its text), 1 KiB for the others, so a few hundred of them pass the
+    1 MiB of one keepstate list, and small ones still fit where a big one no longer does."""
 
     def append(self, text: str) -> None:
-        self.run(self._session.add_items([{"role": "user", "content": text, "output": "x" * self.PADDING}]))
+        padding = 12_288 if zlib.crc32(text.encode()) % 4 == 0 else 1024
+        self.run(self._session.add_items([{"role": "user", "content": text, "output": "x" * padding}]))
 
 
 def keepstate_openai_session_padded(location: str, conversation_id: str) -> Conversation:
-    """``keepstate_openai_session`` with 4 KiB messages: races that cross the session's parts."""
+    """``keepstate_openai_session`` with 1–12 KiB messages: races that cross the session's parts."""
     from keepstate.integrations.openai_agents import KeepstateSession
 
     return PaddedOpenAISessionConversation(KeepstateSession(conversation_id, store_url(location)))
@@ -257,6 +258,6 @@ OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
     "keepstate KeepstateSession": keepstate_openai_session,
-    "keepstate KeepstateSession, 4 KiB messages": keepstate_openai_session_padded,
+    "keepstate KeepstateSession, 1-12 KiB messages": keepstate_openai_session_padded,
     "keepstate ADK": keepstate_adk,
 }

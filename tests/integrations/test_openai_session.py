@@ -248,6 +248,65 @@ async def test_reads_while_another_writer_passes_boundaries_show_each_item_once_
     assert reads > 3 and texts(await session.get_items()) == sent
 
 
+@shared_stores
+async def test_small_adds_while_another_writer_archives_a_part_are_all_kept(
+        backend_url: str, session: KeepstateSession) -> None:
+    """Two writers in threads (each its own loop and store): one adds 150 KB items, so it archives
+    a part every seventh add, while the other's small items still fit in ``items``: every item is
+    kept once, each writer's in its order."""
+    sent = {"big": [f"b{i}" for i in range(30)], "small": [f"s{i}" for i in range(300)]}
+
+    async def write(name: str) -> None:
+        writer = KeepstateSession(session.session_id, backend_url)
+        try:
+            for text in sent[name]:
+                await writer.add_items([big(text, 150_000) if name == "big" else user(text)])
+        finally:
+            await writer.aclose()
+
+    threads = [threading.Thread(target=asyncio.run, args=(write(name),)) for name in sent]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kept = texts(await session.get_items())
+    assert sorted(kept) == sorted(sent["big"] + sent["small"])
+    assert [text for text in kept if text[0] == "b"] == sent["big"]
+    assert [text for text in kept if text[0] == "s"] == sent["small"]
+
+
+@shared_stores
+async def test_pops_taking_parts_back_while_another_writer_adds_take_each_item_once(
+        backend_url: str, session: KeepstateSession) -> None:
+    """Pops here empty ``items`` again and again and take parts back while a writer in another
+    thread adds: every item is popped once or is still there, none lost, none twice."""
+    seeded = [f"s{i}" for i in range(30)]
+    for text in seeded:
+        await session.add_items([big(text, 100_000)])
+    added = [f"a{i}" for i in range(40)]
+
+    async def write() -> None:
+        writer = KeepstateSession(session.session_id, backend_url)
+        try:
+            for text in added:
+                await writer.add_items([user(text)])
+                await asyncio.sleep(0.002)
+        finally:
+            await writer.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(write(),))
+    thread.start()
+    popped = []
+    while thread.is_alive() or popped[-1:] != [None]:
+        item = await session.pop_item()
+        popped.append(None if item is None else item["content"])
+    thread.join()
+    taken = [text for text in popped if text is not None]
+    left = texts(await session.get_items())
+    assert sorted(taken + left) == sorted(seeded + added) and len(set(taken)) == len(taken)
+    assert set(seeded) <= set(taken)
+
+
 @every_store
 async def test_a_closed_session_refuses_every_call_and_a_shared_store_stays_open(
         store: keepstate.Store, session: KeepstateSession) -> None:
