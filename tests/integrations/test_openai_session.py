@@ -3,12 +3,14 @@
 Where its items land (one session-scope list the console reads, the session registered), reads
 past one tail read (more than 1,000 items, the whole history, never torn by a concurrent rewrite),
 the SDK's limit rules, a session past 1 MiB (parts: adds, tails, whole reads, pops and a clear across
-their boundaries, an item over 1 MiB alone refused), closing, and the extra being optional.
+their boundaries, also with another writer at it, an item over 1 MiB alone refused, the console's
+view), closing, and the extra being optional.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import threading
@@ -16,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 import keepstate
@@ -23,6 +26,7 @@ from backends import declaring
 from keepstate.integrations.openai_agents import AGENT, KEY, PARTS, KeepstateSession, part_key
 from keepstate.platform import open_platform
 from keepstate.platform.models import Caller
+from keepstate.server.app import create_app
 
 ADMIN = Caller("default", "admin", "key_admin")
 every_store = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
@@ -305,6 +309,31 @@ async def test_pops_taking_parts_back_while_another_writer_adds_take_each_item_o
     left = texts(await session.get_items())
     assert sorted(taken + left) == sorted(seeded + added) and len(set(taken)) == len(taken)
     assert set(seeded) <= set(taken)
+
+
+async def test_the_console_shows_a_session_past_one_mebibyte_in_history_order(sqlite_url: str) -> None:
+    """The console's session page (the app in this process, signed in as an admin) shows the parts
+    oldest first and then ``items``: the conversation reads in order, part after part."""
+    session = KeepstateSession("long-chat", sqlite_url)
+    try:
+        for index in range(12):
+            await session.add_items([big(f"message {index}", 200_000)])
+    finally:
+        await session.aclose()
+    app = create_app(sqlite_url)
+    async with app.router.lifespan_context(app):
+        _, secret = await app.state.platform.create_key("default", "admin", "console test")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console.test") as client:
+            form = re.search(r'name="form" value="([^"]+)"', (await client.get("/console/")).text)
+            assert form is not None
+            signed = await client.post("/console/sign-in", data={"form": form.group(1), "key": secret},
+                                       headers={"Origin": "http://console.test"})
+            assert signed.status_code == 303, signed.text
+            page = (await client.get("/console/sessions/long-chat")).text
+    shown = re.findall(r'<section class="value" aria-label="([^"]+)"', page)
+    assert shown == [PARTS, *(part_key(n) for n in range(1, len(shown) - 1)), KEY] and len(shown) >= 4
+    positions = [page.index(f"message {index}<") if f"message {index}<" in page else -1 for index in range(12)]
+    assert -1 not in positions and positions == sorted(positions)
 
 
 @every_store
