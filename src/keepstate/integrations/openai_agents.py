@@ -277,8 +277,10 @@ class KeepstateSession:
 
 
 def _pieces(items: list[Any]) -> list[list[Any]]:
-    """``items`` cut in order into lists of at most 1 MiB each, as the store measures a list;
-    ``keepstate.TooLarge`` (nothing written yet) when one item alone passes it."""
+    """``items`` cut in order into lists of at most 1 MiB each; ``keepstate.TooLarge`` (nothing
+    written yet) when one item alone passes it. Measured with the store's own encoder and list size
+    (``keepstate.values``, below the public API because no public call sizes a value), so a piece is
+    never one the store would refuse."""
     pieces: list[list[Any]] = [[]]
     size = list_size((), 0)
     for index, encoded in enumerate(encode_all(items)):
