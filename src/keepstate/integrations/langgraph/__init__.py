@@ -1,0 +1,1 @@
+"""keepstate as LangGraph's checkpointer (KeepstateSaver) and store (KeepstateStore)."""
