@@ -36,7 +36,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from types import TracebackType
 from typing import Any, Self
@@ -49,10 +49,13 @@ from keepstate.scope import UPDATE_TRIES, Versioned, backoff_seconds
 
 try:
     from langgraph.store.base import (
+        NOT_PROVIDED,
         BaseStore,
         GetOp,
+        InvalidNamespaceError,
         Item,
         ListNamespacesOp,
+        NotProvided,
         Op,
         PutOp,
         Result,
@@ -167,18 +170,35 @@ class _KeepstateBaseStore(BaseStore):
         with suppress(VersionConflict):  # written or deleted since it was read: that write set the expiry
             self._scope.patch(key, {}, if_version=found.version, ttl_seconds=layout.ttl_seconds(minutes))
 
+    def update(self, namespace: tuple[str, ...], key: str,
+               fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+               *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+        """Read, change and write one item as one atomic step: beyond ``BaseStore``, whose get then put
+        loses concurrent changes. ``fn`` gets the item's value (None when absent) and returns its new
+        value (None deletes it); it runs again when another write came first, so it must have no side
+        effects. ``ttl`` as for ``put``. Returns the value written."""
+        op = _update_op(namespace, key, self.ttl_config, ttl)
+        written = self._commit([op], lambda current: [op._replace(value=fn(_value_of(current[0], op)))])
+        return written[0].value
+
     def _write(self, puts: list[PutOp]) -> None:
-        keys = [layout.stored_key(op.namespace, op.key) for op in puts]
+        self._commit(puts, lambda current: puts)
+
+    def _commit(self, planned: list[PutOp], plan: Callable[[list[Versioned | None]], list[PutOp]]) -> list[PutOp]:
+        """Write ``plan(current)`` over the versions read (puts read theirs, plain deletes need not),
+        as one keepstate batch; read and plan again when another write came first."""
+        keys = [layout.stored_key(op.namespace, op.key) for op in planned]
         for attempt in range(UPDATE_TRIES):
             current = [None if op.value is None else self._scope.get_versioned(key)
-                       for op, key in zip(puts, keys, strict=True)]
+                       for op, key in zip(planned, keys, strict=True)]
+            puts = plan(current)
             try:
                 with self._scope.batch() as writes:
                     _queue(writes, puts, keys, current)
-                return
+                return puts
             except VersionConflict:
                 time.sleep(backoff_seconds(attempt))
-        raise _kept_conflicting(puts)
+        raise _kept_conflicting(planned)
 
     def _register(self) -> None:
         """Make the scope's session known to the console, once per store object."""
@@ -256,18 +276,31 @@ class _KeepstateBaseStore(BaseStore):
         with suppress(VersionConflict):
             await self._ascope.patch(key, {}, if_version=found.version, ttl_seconds=layout.ttl_seconds(minutes))
 
+    async def aupdate(self, namespace: tuple[str, ...], key: str,
+                      fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+                      *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+        """``update`` for async code (``fn`` is a plain function)."""
+        op = _update_op(namespace, key, self.ttl_config, ttl)
+        written = await self._acommit([op], lambda current: [op._replace(value=fn(_value_of(current[0], op)))])
+        return written[0].value
+
     async def _awrite(self, puts: list[PutOp]) -> None:
-        keys = [layout.stored_key(op.namespace, op.key) for op in puts]
+        await self._acommit(puts, lambda current: puts)
+
+    async def _acommit(self, planned: list[PutOp],
+                       plan: Callable[[list[Versioned | None]], list[PutOp]]) -> list[PutOp]:
+        keys = [layout.stored_key(op.namespace, op.key) for op in planned]
         for attempt in range(UPDATE_TRIES):
             current = [None if op.value is None else await self._ascope.get_versioned(key)
-                       for op, key in zip(puts, keys, strict=True)]
+                       for op, key in zip(planned, keys, strict=True)]
+            puts = plan(current)
             try:
                 async with self._ascope.batch() as writes:
                     _queue(writes, puts, keys, current)
-                return
+                return puts
             except VersionConflict:
                 await asyncio.sleep(backoff_seconds(attempt))
-        raise _kept_conflicting(puts)
+        raise _kept_conflicting(planned)
 
     async def _aregister(self) -> None:
         if not self._registered:
@@ -456,15 +489,33 @@ def _chunks(puts: list[PutOp]) -> list[list[PutOp]]:
 
 
 def _queue(writes: Batch | AsyncBatch, puts: list[PutOp], keys: list[str], current: list[Versioned | None]) -> None:
-    """Queue each put (over the version read, keeping the item's ``created_at``) or delete."""
+    """Queue each put over the version read (keeping the item's ``created_at``), or delete (over the
+    version read, if one was)."""
     stamp = layout.now()
     for op, key, found in zip(puts, keys, current, strict=True):
         if op.value is None or found is None:
-            writes.delete(key)
+            writes.delete(key, if_version=None if found is None else found.version)
             continue
         created = found.value["created_at"] if layout.is_envelope_of(found.value, op.namespace, op.key) else stamp
         item = layout.envelope(op.namespace, op.key, op.value, created, stamp, op.ttl)
         writes.put(key, item, if_version=found.version, ttl_seconds=layout.ttl_seconds(op.ttl))
+
+
+def _update_op(namespace: tuple[str, ...], key: str, config: TTLConfig | None,
+               ttl: float | NotProvided | None) -> PutOp:
+    """The put an update plans (its value to come), its namespace checked as ``put`` checks it."""
+    if not namespace or namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f"An item's namespace must be non-empty, its root not 'langgraph': {namespace}")
+    minutes = (config or {}).get("default_ttl") if isinstance(ttl, NotProvided) else ttl
+    op = PutOp(tuple(namespace), str(key), {}, ttl=minutes)
+    validate_op_namespace(op)
+    return op
+
+
+def _value_of(found: Versioned | None, op: PutOp) -> dict[str, Any] | None:
+    if found is None or not layout.is_envelope_of(found.value, op.namespace, op.key):
+        return None
+    return dict(found.value["value"])
 
 
 def _kept_conflicting(puts: list[PutOp]) -> VersionConflict:
