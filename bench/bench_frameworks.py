@@ -64,8 +64,8 @@ def _warm_up(opener: Opener, location: str) -> None:
         conversation.close()
 
 
-def _measure(opener: Opener, location: str) -> tuple[float, float, int]:
-    """(ms per turn over the first WINDOW turns, over the last WINDOW turns, bytes on disk)."""
+def _measure(opener: Opener, location: str, folder: Path) -> tuple[float, float, int]:
+    """(ms per turn over the first WINDOW turns, over the last WINDOW turns, bytes in ``folder``)."""
     _warm_up(opener, location)
     conversation = opener(location, "bench-conversation")
     try:
@@ -74,14 +74,13 @@ def _measure(opener: Opener, location: str) -> tuple[float, float, int]:
     finally:
         conversation.close()
     first, last = (1000 * sum(part) / WINDOW for part in (spent[:WINDOW], spent[-WINDOW:]))
-    folder = Path(location).parent
     return first, last, sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
 
 
 def _fresh(opener: Opener, url: bool) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory(prefix="bench-frameworks-") as folder:
         path = Path(folder) / "store.db"
-        return _measure(opener, f"sqlite:///{path}" if url else str(path))
+        return _measure(opener, f"sqlite:///{path}" if url else str(path), Path(folder))
 
 
 def _rows(name: str) -> list[tuple[object, ...]]:
