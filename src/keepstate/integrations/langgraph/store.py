@@ -7,7 +7,8 @@ its sync calls refuse to run on the event loop's thread, as on ``AsyncSqliteStor
 face (on SQLite, concurrent writes share one commit). ``from_store(store)`` shares an open store.
 
 What it keeps, and where (store_layout.py): every item is one key of one keepstate *session* scope
-(agent ``langgraph``, session ``langgraph-store`` unless told otherwise), its value an object with
+(agent and session ``langgraph-store`` unless told otherwise: not the agent ``langgraph`` of the
+checkpointer's threads, so no thread id can meet it), its value an object with
 the namespace, key, value, timestamps and TTL, so ``keepstate serve``'s console lists the session
 (registered by ``setup()`` or the first write) and shows each item.
 
@@ -70,7 +71,7 @@ except ImportError as error:  # pragma: no cover - the extra is installed in eve
 from . import store_layout as layout
 from . import store_query as query
 
-AGENT = "langgraph"
+AGENT = "langgraph-store"
 SESSION = "langgraph-store"
 SWEEP_BATCH = 1000
 DEFAULT_SWEEP_MINUTES = 5.0
