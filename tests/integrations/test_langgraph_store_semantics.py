@@ -73,6 +73,10 @@ def test_refresh_on_read_moves_keepstates_expiry_only_when_asked(opened: keepsta
     assert later is not None and later > refreshed
     item = store.get(("docs",), "report", refresh_ttl=False)
     assert item is not None and item.value == {"v": 1}  # a refresh never changes the value
+    read_before = scope_of(opened).get_versioned(key)
+    store.delete(("docs",), "report")
+    store._refresh(key, read_before)  # a refresh of what a read saw before the delete: a lost race
+    assert store.get(("docs",), "report") is None and scope_of(opened).get(key) is None
 
 
 @EVERY_BACKEND

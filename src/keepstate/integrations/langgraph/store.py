@@ -209,6 +209,9 @@ class _KeepstateBaseStore(BaseStore):
             self._registered = True
 
     def _sweep(self) -> int:
+        """The store's own sweep, below the public API: a ``Scope`` has none (expiry needs no sweep to
+        be exact), and ``sweep_ttl`` is LangGraph's call to free the space, as ``keepstate serve``'s
+        upkeep does through the same state facet."""
         swept = total = self.store.state.sweep(SWEEP_BATCH)
         while swept == SWEEP_BATCH:
             swept = self.store.state.sweep(SWEEP_BATCH)
@@ -534,7 +537,8 @@ def _updated_at(hit: tuple[str, Versioned]) -> str:
 
 def _under(found: Any, prefix: tuple[str, ...]) -> bool:
     """Whether a stored value is an item whose namespace starts with ``prefix``."""
-    return isinstance(found, dict) and tuple(found.get("namespace", ()))[:len(prefix)] == tuple(prefix)
+    return (isinstance(found, dict) and "value" in found
+            and tuple(found.get("namespace", ()))[:len(prefix)] == tuple(prefix))
 
 
 def _namespace(found: Any) -> tuple[str, ...] | None:
