@@ -95,6 +95,21 @@ def test_an_item_is_readable_json_under_its_documented_key(opened: keepstate.Sto
                       "ttl_minutes": None}
 
 
+@EVERY_BACKEND
+def test_a_search_sees_every_change_and_changing_a_result_changes_nothing(opened: keepstate.Store) -> None:
+    store, other = KeepstateStore.from_store(opened), KeepstateStore.from_store(opened)  # two caches
+    store.put(("m",), "a", {"v": 1})
+    assert [item.value for item in store.search(("m",))] == [{"v": 1}]
+    other.put(("m",), "a", {"v": 2})
+    assert [item.value for item in store.search(("m",))] == [{"v": 2}]
+    store.search(("m",))[0].value["v"] = 99
+    assert [item.value for item in store.search(("m",), filter={"v": 2})] == [{"v": 2}]
+    other.delete(("m",), "a")
+    assert store.search(("m",)) == []
+    other.put(("m",), "a", {"v": 3})
+    assert [item.value for item in store.search(("m",))] == [{"v": 3}]
+
+
 NAMES = [
     (("users", "ada lovelace", "notes"), "2026-12-01/todo.md"),
     (("ünï", "中文", "star*", "a%b", "user_1", "colon:ed"), "key:with:colons_and_underscores"),

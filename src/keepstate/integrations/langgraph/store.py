@@ -25,6 +25,9 @@ What it promises beyond LangGraph's own stores:
   on a conflict. The puts of one ``batch`` are written as keepstate batches of up to 100, each all
   or nothing. Reads of a batch see the store as it was before the batch's puts (as SqliteStore).
 
+A search lists the keys under its prefix and reads only the items this object has not read at
+their version (store_cache.py); it filters, orders and pages them in Python (store_query.py).
+
 What it does not do: vector search. A ``query=`` is ignored, as SqliteStore ignores it without an
 index: items are filtered, ordered newest first and paged (store_query.py), ``score`` is None, and
 a put's ``index`` is ignored. Values must be JSON (keepstate refuses NaN, non-JSON types, over 1 MiB).
@@ -70,6 +73,7 @@ except ImportError as error:  # pragma: no cover - the extra is installed in eve
 
 from . import store_layout as layout
 from . import store_query as query
+from .store_cache import VersionCache, copied
 
 AGENT = "langgraph-store"
 SESSION = "langgraph-store"
@@ -104,6 +108,7 @@ class _KeepstateBaseStore(BaseStore):
         self._scope = store.scope("session", agent=agent, id=session_id, env=env)
         self._ascope = store.ascope("session", agent=agent, id=session_id, env=env)
         self._registered = False
+        self._cache = VersionCache()
 
     @property
     def _refreshes(self) -> bool:
@@ -145,13 +150,19 @@ class _KeepstateBaseStore(BaseStore):
         if op.refresh_ttl:
             for key, found in chosen:
                 self._refresh(key, found)
-        return [SearchItem(**_fields(found.value)) for _, found in chosen]
+        return [SearchItem(**_fields(copied(found.value))) for _, found in chosen]
 
     def _scan(self, prefix: tuple[str, ...]) -> Iterator[tuple[str, Versioned]]:
-        for key, _ in self._scope.keys(layout.scan_prefix(prefix)):
-            found = self._scope.get_versioned(key)
+        """Every item under ``prefix`` as listed now; only those not read at their version are read."""
+        for key, version in self._scope.keys(layout.scan_prefix(prefix)):
+            found = _cached(self._cache, key, version) or self._cache_read(key, self._scope.get_versioned(key))
             if _under(found.value, prefix):
                 yield key, found
+
+    def _cache_read(self, key: str, found: Versioned) -> Versioned:
+        if found.version:
+            self._cache.put(key, found.version, found.value)
+        return found
 
     def _list(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = op.match_conditions or ()
@@ -254,11 +265,11 @@ class _KeepstateBaseStore(BaseStore):
         if op.refresh_ttl:
             for key, found in chosen:
                 await self._arefresh(key, found)
-        return [SearchItem(**_fields(found.value)) for _, found in chosen]
+        return [SearchItem(**_fields(copied(found.value))) for _, found in chosen]
 
     async def _ascan(self, prefix: tuple[str, ...]) -> AsyncIterator[tuple[str, Versioned]]:
-        async for key, _ in self._ascope.keys(layout.scan_prefix(prefix)):
-            found = await self._ascope.get_versioned(key)
+        async for key, version in self._ascope.keys(layout.scan_prefix(prefix)):
+            found = _cached(self._cache, key, version) or self._cache_read(key, await self._ascope.get_versioned(key))
             if _under(found.value, prefix):
                 yield key, found
 
@@ -529,6 +540,11 @@ def _kept_conflicting(puts: list[PutOp]) -> VersionConflict:
 def _fields(envelope: dict[str, Any]) -> dict[str, Any]:
     return {"namespace": tuple(envelope["namespace"]), "key": envelope["key"], "value": envelope["value"],
             "created_at": envelope["created_at"], "updated_at": envelope["updated_at"]}
+
+
+def _cached(cache: VersionCache, key: str, version: int) -> Versioned | None:
+    value = cache.get(key, version)
+    return None if value is None else Versioned(value, version)
 
 
 def _updated_at(hit: tuple[str, Versioned]) -> str:

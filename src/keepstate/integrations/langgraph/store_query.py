@@ -62,7 +62,7 @@ def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
 
 def _at(value: Any, path: str) -> Any:
     for name in path.split("."):
-        if not isinstance(value, Mapping) or name not in value:
+        if not isinstance(value, dict) or name not in value:  # stored values are decoded JSON: dicts
             return _MISSING
         value = value[name]
     return value
@@ -95,6 +95,8 @@ def _is_number(value: Any) -> bool:
 
 def _equal(found: Any, wanted: Any) -> bool:
     """JSON equality: a bool is not a number (1 == 1.0; NaN equals nothing), objects and arrays deeply."""
+    if isinstance(wanted, str):  # the common case first
+        return isinstance(found, str) and found == wanted
     if isinstance(found, bool) or isinstance(wanted, bool):
         return type(found) is type(wanted) and found == wanted
     if _is_number(found) and _is_number(wanted):
