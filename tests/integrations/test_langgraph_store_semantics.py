@@ -15,10 +15,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
-from langgraph.store.base import InvalidNamespaceError, PutOp, SearchOp
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp, SearchOp
 
 import keepstate
 from backends import declaring
@@ -194,6 +195,28 @@ async def test_setup_makes_the_store_a_session_the_console_lists(backend_url: st
         finally:
             await platform.aclose()
     assert agents == [AGENT]
+
+
+class Turn(TypedDict):
+    said: str
+
+
+def test_a_graph_compiled_with_the_store_reads_and_writes_it(tmp_path: Any) -> None:
+    def remember(state: Turn, *, store: BaseStore) -> dict[str, Any]:
+        seen = store.get(("memories", "ada"), "said")
+        store.put(("memories", "ada"), "said", {"all": [*(seen.value["all"] if seen else []), state["said"]]})
+        return {}
+
+    builder = StateGraph(Turn)
+    builder.add_node("remember", remember)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", END)
+    with KeepstateStore(f"sqlite:///{tmp_path / 'graph.db'}") as store:
+        graph = builder.compile(store=store)
+        for said in ("hi", "again"):
+            graph.invoke({"said": said})
+        item = store.get(("memories", "ada"), "said")
+    assert item is not None and item.value == {"all": ["hi", "again"]}
 
 
 def test_from_store_shares_the_store_and_close_leaves_it_open(tmp_path: Any) -> None:
