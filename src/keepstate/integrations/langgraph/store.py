@@ -89,7 +89,12 @@ class _KeepstateBaseStore(BaseStore):
 
     def __init__(self, url: str, *, ttl: TTLConfig | None = None, agent: str = AGENT,
                  session_id: str = SESSION, env: str = "default") -> None:
-        self._attach(keepstate.open(url), True, ttl, agent, session_id, env)
+        store = keepstate.open(url)
+        try:
+            self._attach(store, True, ttl, agent, session_id, env)
+        except BaseException:  # a bad agent or session name: close what was opened for it
+            store.close()
+            raise
 
     @classmethod
     def from_store(cls, store: keepstate.Store, *, ttl: TTLConfig | None = None, agent: str = AGENT,
