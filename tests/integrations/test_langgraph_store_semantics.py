@@ -185,6 +185,14 @@ async def test_the_async_store_keeps_the_same_items_and_refuses_sync_calls_on_it
         assert await store.stop_ttl_sweeper(timeout=5) and task.done()
 
 
+@pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+async def test_thousands_of_concurrent_calls_on_one_loop_all_land(backend_url: str) -> None:
+    async with AsyncKeepstateStore(backend_url) as store:  # one tick's calls are one abatch, not a pool each
+        await asyncio.gather(*(store.aput(("load", str(n % 4)), f"k{n}", {"n": n}) for n in range(2000)))
+        found = await asyncio.gather(*(store.aget(("load", str(n % 4)), f"k{n}") for n in range(2000)))
+    assert [item.value["n"] if item else None for item in found] == list(range(2000))
+
+
 @pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 async def test_setup_makes_the_store_a_session_the_console_lists(backend_url: str) -> None:
     with KeepstateStore(backend_url) as store:

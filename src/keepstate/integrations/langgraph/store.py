@@ -3,7 +3,8 @@
 ``KeepstateStore(url)`` for sync apps (``setup()``, ``sweep_ttl()`` and the sweeper thread are plain
 calls, as on ``SqliteStore``); ``AsyncKeepstateStore(url)`` for async apps (they are awaited, and
 its sync calls refuse to run on the event loop's thread, as on ``AsyncSqliteStore`` /
-``AsyncPostgresStore``). Both answer ``batch`` and ``abatch``, the async one on keepstate's async
+``AsyncPostgresStore``; made inside its loop, it gathers the calls of one loop tick into one
+``abatch``, as they do). Both answer ``batch`` and ``abatch``, the async one on keepstate's async
 face (on SQLite, concurrent writes share one commit). ``from_store(store)`` shares an open store.
 
 What it keeps, and where (store_layout.py): every item is one key of one keepstate *session* scope
@@ -68,6 +69,7 @@ try:
         TTLConfig,
         validate_op_namespace,
     )
+    from langgraph.store.base.batch import AsyncBatchedBaseStore
 except ImportError as error:  # pragma: no cover - the extra is installed in every test run
     raise ImportError("keepstate.integrations.langgraph needs LangGraph: pip install 'keepstate[langgraph]'") from error
 
@@ -412,20 +414,32 @@ class KeepstateStore(_KeepstateBaseStore):
         self.close()
 
 
-class AsyncKeepstateStore(_KeepstateBaseStore):
-    """A LangGraph ``BaseStore`` on a keepstate store, for async code (``AsyncSqliteStore``'s calls)."""
+class AsyncKeepstateStore(_KeepstateBaseStore, AsyncBatchedBaseStore):
+    """A LangGraph ``BaseStore`` on a keepstate store, for async code (``AsyncSqliteStore``'s calls).
+
+    Made inside its event loop, as LangGraph's async stores are: the calls of one loop tick are
+    gathered into one ``abatch`` (LangGraph's ``AsyncBatchedBaseStore``), so a thousand concurrent
+    calls are a few batches, not a thousand waits for a connection of a PostgreSQL pool."""
 
     _sweeper_task: asyncio.Task[None] | None = None
     _stop_sweeping: asyncio.Event | None = None
 
+    def _attach(self, store: keepstate.Store, owns: bool, ttl: TTLConfig | None, agent: str,
+                session_id: str, env: str) -> None:
+        super()._attach(store, owns, ttl, agent, session_id, env)
+        AsyncBatchedBaseStore.__init__(self)  # binds the running loop and starts its queue's task
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync face, refused on the event loop's thread (it would block the loop), as LangGraph's
         async stores refuse it; from any other thread it works."""
-        if _loop_running():
-            raise asyncio.InvalidStateError(
-                "Synchronous calls to AsyncKeepstateStore would block the event loop: use the a-prefixed "
-                "calls (aget, aput, asearch, ...), or KeepstateStore in sync code.")
+        _refuse_on_loop()
         return super().batch(ops)
+
+    def update(self, namespace: tuple[str, ...], key: str,
+               fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+               *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+        _refuse_on_loop()
+        return super().update(namespace, key, fn, ttl=ttl)
 
     async def setup(self) -> None:
         """Nothing to migrate (keepstate does that on first use): registers the console's session."""
@@ -474,6 +488,8 @@ class AsyncKeepstateStore(_KeepstateBaseStore):
     async def aclose(self) -> None:
         """Stop the sweeper and this loop's connections; close the keepstate store when this object opened it."""
         await self.stop_ttl_sweeper()
+        if self._task is not None:
+            self._task.cancel()  # the queue's task: a later call starts it again
         await self.store.aclose()
         self._close_store()
 
@@ -566,9 +582,11 @@ def _namespace(found: Any) -> tuple[str, ...] | None:
     return tuple(found["namespace"]) if isinstance(found, dict) and "namespace" in found else None
 
 
-def _loop_running() -> bool:
+def _refuse_on_loop() -> None:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return
+    raise asyncio.InvalidStateError(
+        "Synchronous calls to AsyncKeepstateStore would block the event loop: use the a-prefixed calls "
+        "(aget, aput, asearch, aupdate, ...), or KeepstateStore in sync code.")
