@@ -55,7 +55,8 @@ bench: $(STAMP)
 
 # the console's browser tests, writing their screenshots to docs/console/ (needs Debian's chromium)
 screenshots: $(STAMP)
-	KEEPSTATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/console/test_console_browser.py
+	KEEPSTATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/console/test_console_browser.py \
+		tests/console/test_console_registered.py tests/console/test_console_memory_browser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(TS)/node_modules $(TS)/dist $(TS)/build

@@ -9,8 +9,9 @@ is flat). The stores are driven through the same code the process tests use
 a LangGraph BaseStore item, an ADK session (get_session + append_event), an OpenAI Session.
 
 Each framework has a slot in ``ADAPTERS`` for keepstate's adapter, an opener of the same shape
-over a keepstate store URL; it is timed beside the framework's store in the same run and compared
-at the end ("adapter / framework, last 100"). Until the adapters land the slots are empty and the
+over a keepstate store URL; it is timed beside the framework's store in the same run, the two
+taking turns (turn i of each before turn i + 1 of either: a noisy machine weighs on both alike),
+and compared at the end ("adapter / framework, last 100"). Until the adapters land the slots are empty and the
 rows say so. ``python -m bench frameworks`` runs it.
 """
 
@@ -39,17 +40,15 @@ Opener = Callable[[str, str], Conversation]
 # "keepstate ...") are adapters, not framework stores: they get no row of their own.
 ADAPTERS: dict[str, Opener | None] = dict.fromkeys(name for name in OPENERS if not name.startswith("keepstate "))
 ADAPTERS["LangGraph SqliteStore"] = OPENERS["keepstate KeepstateStore"]
+ADAPTERS["OpenAI SQLiteSession"] = OPENERS["keepstate KeepstateSession"]
 
 
-def _turns(conversation: Conversation) -> list[float]:
-    """Seconds per turn, for every turn."""
-    spent = []
-    for turn in range(TURNS):
-        started = time.perf_counter()
-        conversation.append(f"message {turn}: " + "lorem ipsum " * 8)
-        conversation.recent(RECENT)
-        spent.append(time.perf_counter() - started)
-    return spent
+def _turn(conversation: Conversation, turn: int) -> float:
+    """Seconds for one turn: add a message, read the recent ones."""
+    started = time.perf_counter()
+    conversation.append(f"message {turn}: " + "lorem ipsum " * 8)
+    conversation.recent(RECENT)
+    return time.perf_counter() - started
 
 
 def _warm_up(opener: Opener, location: str) -> None:
@@ -64,34 +63,44 @@ def _warm_up(opener: Opener, location: str) -> None:
         conversation.close()
 
 
-def _measure(opener: Opener, location: str, folder: Path) -> tuple[float, float, int]:
-    """(ms per turn over the first WINDOW turns, over the last WINDOW turns, bytes in ``folder``)."""
-    _warm_up(opener, location)
-    conversation = opener(location, "bench-conversation")
+Place = tuple[Opener, str, Path]  # an opener, its location, the folder whose files are the store
+
+
+def _measure(places: list[Place]) -> list[tuple[float, float, int]]:
+    """For each place: (ms per turn over the first WINDOW turns, over the last WINDOW turns, bytes
+    on disk). The stores take turns (turn i of each before turn i + 1 of any), so the noise of a
+    shared machine weighs on each alike and "adapter / framework" compares like with like."""
+    for opener, location, _ in places:
+        _warm_up(opener, location)
+    conversations = [opener(location, "bench-conversation") for opener, location, _ in places]
     try:
-        spent = _turns(conversation)
-        assert len(conversation.texts()) == TURNS, "the store did not keep every message"
+        spent = [[_turn(conversation, turn) for conversation in conversations] for turn in range(TURNS)]
+        assert all(len(c.texts()) == TURNS for c in conversations), "a store did not keep every message"
     finally:
-        conversation.close()
-    first, last = (1000 * sum(part) / WINDOW for part in (spent[:WINDOW], spent[-WINDOW:]))
-    return first, last, sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
-
-
-def _fresh(opener: Opener, url: bool) -> tuple[float, float, int]:
-    with tempfile.TemporaryDirectory(prefix="bench-frameworks-") as folder:
-        path = Path(folder) / "store.db"
-        return _measure(opener, f"sqlite:///{path}" if url else str(path), Path(folder))
+        for conversation in conversations:
+            conversation.close()
+    measured = []
+    for index, (_, _, folder) in enumerate(places):
+        mine = [turns[index] for turns in spent]
+        first, last = (1000 * sum(part) / WINDOW for part in (mine[:WINDOW], mine[-WINDOW:]))
+        measured.append((first, last, sum(path.stat().st_size for path in folder.iterdir() if path.is_file())))
+    return measured
 
 
 def _rows(name: str) -> list[tuple[object, ...]]:
-    first, last, size = _fresh(OPENERS[name], url=False)
-    rows: list[tuple[object, ...]] = [(name, first, last, f"{last / first:.2f}x", f"{size / 1e6:.1f}", "")]
     adapter = ADAPTERS.get(name)
-    if adapter is None:
+    with (tempfile.TemporaryDirectory(prefix="bench-frameworks-") as theirs,
+          tempfile.TemporaryDirectory(prefix="bench-frameworks-") as ours):
+        places: list[Place] = [(OPENERS[name], str(Path(theirs) / "store.db"), Path(theirs))]
+        if adapter is not None:
+            places.append((adapter, f"sqlite:///{Path(ours) / 'store.db'}", Path(ours)))
+        (first, last, size), *adapted = _measure(places)
+    rows: list[tuple[object, ...]] = [(name, first, last, f"{last / first:.2f}x", f"{size / 1e6:.1f}", "")]
+    if not adapted:
         return [*rows, (f"keepstate adapter for {name}", "not yet", "", "", "", "")]
-    ours = _fresh(adapter, url=True)
-    return [*rows, (f"keepstate adapter for {name}", ours[0], ours[1], f"{ours[1] / ours[0]:.2f}x",
-                    f"{ours[2] / 1e6:.1f}", f"{ours[1] / last:.2f}x")]
+    ((our_first, our_last, our_size),) = adapted
+    return [*rows, (f"keepstate adapter for {name}", our_first, our_last, f"{our_last / our_first:.2f}x",
+                    f"{our_size / 1e6:.1f}", f"{our_last / last:.2f}x")]
 
 
 def run() -> str:
@@ -101,7 +110,8 @@ def run() -> str:
     return (
         "## Framework stores over a 1,000-turn conversation\n\n"
         f"A turn: add one message (~100 bytes) and read the last {RECENT}; {TURNS} turns on a fresh SQLite file, "
-        f"the first and last {WINDOW} timed. One process; a noisy 2-core machine, so compare within a run.\n\n"
+        f"the first and last {WINDOW} timed, a framework's store and its adapter "
+        "taking turns. One process; a noisy 2-core machine, so compare within a run.\n\n"
         + table(header, rows) + "\n"
     )
 

@@ -7,6 +7,8 @@ import keepstate
 PUBLIC = {
     # embedded store and scopes
     "open", "Store", "Scope", "AsyncScope", "Versioned", "Appended", "Items",
+    # memory (inv.memory, store.memory)
+    "Memory", "AsyncMemory", "Document", "DocumentInfo", "Hit",
     # the SDK
     "Client", "AsyncClient", "Worker", "AsyncWorker", "Invocation", "AsyncInvocation", "Key", "Run", "Session",
     # errors
@@ -43,3 +45,19 @@ def test_session_and_harness_stores_are_their_own_modules() -> None:
     assert SessionState.__name__ == "SessionState" and SessionManager.__name__ == "SessionManager"
     assert LeaseLost is keepstate.LeaseLost and SessionLocked is keepstate.SessionLocked
     assert InterruptedExecution is keepstate.InterruptedExecution
+
+
+def test_memory_types_are_what_the_store_gives() -> None:
+    store = keepstate.open("memory://")
+    try:
+        memory = store.memory("notes-agent", user="u1")
+        assert isinstance(memory, keepstate.Memory)
+        memory.write("users/{user}/prefs", "Prefers email\nShips to Lyon.", {"source": "chat"})
+        document = memory.read("users/{user}/prefs")
+        assert isinstance(document, keepstate.Document) and document.path == "users/u1/prefs"
+        listed = list(memory.list("users/"))
+        assert [type(info) for info in listed] == [keepstate.DocumentInfo]
+        hits = memory.search("email")
+        assert [type(hit) for hit in hits] == [keepstate.Hit] and hits[0].path == "users/u1/prefs"
+    finally:
+        store.close()

@@ -86,10 +86,12 @@ async def _finish_a_run(url: str) -> None:
         await platform.aclose()
 
 
-def test_purge_leaves_registered_agents(tmp_path: Path) -> None:
+def test_purge_leaves_the_agents_of_a_session(tmp_path: Path) -> None:
+    """The registered agent and the agent of the purged run both stay the session's, so its delete
+    still drops both agents' state."""
     url = f"sqlite:///{tmp_path / 'kept.db'}"
     _write_conversation(url)
     asyncio.run(_finish_a_run(url))
     assert "purged 1 finished run" in _cli("purge", "--store", url, "--older-than", "0")
     agents, deleted, left = asyncio.run(_agents_then_delete(url))
-    assert agents == ["chat"] and deleted == ["chat"] and left is None
+    assert agents == ["chat", "worker"] and deleted == ["chat", "worker"] and left is None

@@ -74,10 +74,10 @@ def test_round_trip_sqlite_postgres_sqlite_is_lossless(tmp_path: Path, pg_url: s
     final = _export(last, tmp_path / "three.jsonl")
 
     kinds = {orjson.loads(line)["type"] for line in original}
-    assert kinds == {"keepstate-export", "row", "state"}
+    assert kinds == {"keepstate-export", "row", "state"}  # no memory written here: no document lines
     assert sorted(original) == sorted(via_pg) == sorted(final)
     tables = {orjson.loads(line).get("table") for line in original} - {None}
-    assert tables == {"ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations"}
+    assert tables == {"ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations", "ks_session_agents"}
     assert not any(keys["member"].encode() in line for line in original), "a secret leaked into the dump"
 
     with running_server(last, admin_key=keys["admin"]) as info:  # the copy works as the original did

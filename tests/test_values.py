@@ -32,6 +32,13 @@ REFUSED_BODIES = [
     (b"\xff\xfe", "$"),
     (b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "$" + "[0]" * MAX_DEPTH),
     (b"[" * 5000 + b"]" * 5000, "$"),
+    # not one value, with more brackets than MAX_DEPTH: the depth is checked by wrapping the text in
+    # lists (jsontext.loads_within), and these would fill the wrapping lists some other way
+    (b",".join([b"[]"] * (MAX_DEPTH + 1)), "$"),
+    (b"1],[" + b"[]," * (MAX_DEPTH + 1) + b"2", "$"),
+    (b"[]" * (MAX_DEPTH + 1), "$"),
+    (b"]" + b"[" * (MAX_DEPTH + 2), "$"),
+    (b" " + b"{}," * MAX_DEPTH + b"{} ", "$"),
 ]
 
 
@@ -52,6 +59,9 @@ def test_bad_bodies_are_refused_while_parsing_with_the_path(body: bytes, path: s
         b"1.7976931348623157e308",
         b'"\\\\u0000"',  # an escaped backslash, then the text u0000: no NUL
         b"[" * MAX_DEPTH + b"]" * MAX_DEPTH,
+        b'{"a":' * MAX_DEPTH + b"1" + b"}" * MAX_DEPTH,
+        b"[" * MAX_DEPTH + b"1],[2" + b"]" * MAX_DEPTH,  # siblings at the deepest level: one value
+        b" [" + b"[]," * (MAX_DEPTH * 3) + b"{}] ",
     ],
 )
 def test_good_bodies_parse_exactly(body: bytes) -> None:

@@ -23,6 +23,7 @@ from .errors import (
     Unavailable,
     VersionConflict,
 )
+from .memory import AsyncMemory, Document, DocumentInfo, Hit, Memory
 from .scope import Appended, AsyncScope, Items, Scope, Versioned
 
 __version__ = "0.1.0"
@@ -31,10 +32,14 @@ __all__ = [
     "Appended",
     "AsyncClient",
     "AsyncInvocation",
+    "AsyncMemory",
     "AsyncScope",
     "AsyncWorker",
     "Client",
+    "Document",
+    "DocumentInfo",
     "Forbidden",
+    "Hit",
     "InterruptedExecution",
     "InvalidKey",
     "InvalidRequest",
@@ -44,6 +49,7 @@ __all__ = [
     "KeepstateError",
     "Key",
     "LeaseLost",
+    "Memory",
     "NoSession",
     "NoUser",
     "NotAList",

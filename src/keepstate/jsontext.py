@@ -49,6 +49,33 @@ def paused(load: Callable[..., Any], text: bytes | str, **options: Any) -> Any:
         gc.enable()
 
 
+def load_checked(text: bytes, max_depth: int) -> tuple[Any, bool]:
+    """``orjson.loads(text)`` (``paused``) that also refuses nesting deeper than ``max_depth``
+    (``orjson.JSONDecodeError``, as for bad text), and whether the text may hold ``\\u0000`` or an
+    integer past 64 bits (a likely yes: the caller reads it exactly). One scan serves both."""
+    scan = text.translate(_SCAN, _SCAN_DROPS)
+    if scan.count(b"[") <= max_depth:  # every container opened, strings' brackets too: a bound
+        return paused(orjson.loads, text), _nul_or_big_int(text, scan)
+    return _loads_wrapped(text, max_depth), _nul_or_big_int(text, scan)
+
+
+def _loads_wrapped(text: bytes, max_depth: int) -> Any:
+    """The depth check in orjson's own pass: the text goes in ``ORJSON_DEPTH - max_depth`` lists, so
+    orjson's limit falls at exactly ``max_depth`` (it counts arrays and objects alike). Each wrapping
+    list must hold one item: a text of several values (``1,2``, ``1],[2``) or none fills some other
+    way and is refused. Wrapping costs orjson ~50 µs, hence only past the bound."""
+    wrap = ORJSON_DEPTH - max_depth
+    value = paused(orjson.loads, b"".join((_OPEN * wrap, text, _CLOSE * wrap)))
+    for _ in range(wrap):
+        if len(value) != 1:
+            raise orjson.JSONDecodeError("not one JSON value", "", 0)
+        value = value[0]
+    return value
+
+
+_OPEN, _CLOSE = b"[", b"]"
+
+
 def _all_but(kept: bytes) -> bytes:
     return bytes(sorted(set(range(256)) - set(kept)))
 
@@ -72,19 +99,22 @@ and every character that can follow a backslash, so that escapes stay whole in w
 
 def holds_bad(text: bytes, max_depth: int) -> bool:
     """Whether valid JSON ``text`` holds ``\\u0000``, an integer past signed 64 bits or nesting
-    deeper than ``max_depth``.
-
-    One ``translate`` keeps a fraction of ordinary text (none of a long string of letters); the three
-    questions are asked of that first and only a likely yes is checked on the whole text. There,
-    every run of 19 digits after a ``.`` (orjson writes ``0.0000863206886685323``) is a fraction, so
-    when the runs of 19 are as many as those led by a dot no integer can be long enough (a run of
-    38 digits would count twice on the left: a false alarm, not a miss)."""
+    deeper than ``max_depth``."""
     scan = text.translate(_SCAN, _SCAN_DROPS)
-    return (
-        (b"\\" in scan and b"\\u9999" in scan and has_nul(text))
-        or (_LONG_RUN in scan and scan.count(_LONG_RUN) != scan.count(b"." + _LONG_RUN) and has_big_int(text))
-        or (scan.count(b"[") > max_depth and skeleton_deeper(_outside_strings(scan, None, _BUT_BRACKETS), max_depth))
-    )
+    return _nul_or_big_int(text, scan) or (
+        scan.count(b"[") > max_depth and skeleton_deeper(_outside_strings(scan, None, _BUT_BRACKETS), max_depth))
+
+
+def _nul_or_big_int(text: bytes, scan: bytes) -> bool:
+    """Whether valid JSON ``text`` holds ``\\u0000`` or an integer past signed 64 bits, asked of its
+    ``scan`` first and, for a likely yes only, of the whole text.
+
+    One ``translate`` (the scan) keeps a fraction of ordinary text (none of a long string of
+    letters). There, every run of 19 digits after a ``.`` (orjson writes ``0.0000863206886685323``)
+    is a fraction, so when the runs of 19 are as many as those led by a dot no integer can be long
+    enough (a run of 38 digits would count twice on the left: a false alarm, not a miss)."""
+    return (b"\\" in scan and b"\\u9999" in scan and has_nul(text)) or (
+        _LONG_RUN in scan and scan.count(_LONG_RUN) != scan.count(b"." + _LONG_RUN) and has_big_int(text))
 
 
 def has_nul(text: bytes) -> bool:

@@ -138,6 +138,7 @@ class Scope:
 
     def keys(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """Every ``(key, version)`` starting with ``prefix``, in key order, fetched page by page."""
+        values.check_key_prefix(prefix)
         after: str | None = ""
         while after is not None:
             page, after = self._ops.keys_page(prefix, after, protocol.DEFAULT_PAGE)
@@ -216,6 +217,7 @@ class AsyncScope:
         raise _conflict_after_tries(key)
 
     async def keys(self, prefix: str = "") -> AsyncIterator[tuple[str, int]]:
+        values.check_key_prefix(prefix)
         after: str | None = ""
         while after is not None:
             page, after = await self._ops.keys_page(prefix, after, protocol.DEFAULT_PAGE)

@@ -2,17 +2,19 @@
 
 A dump is a header line, then the platform's rows table by table (environments, keys as hashes,
 sessions, runs, invocations), then every state key with its version (tombstones too, so versions
-keep never repeating after an import), then an end line with the number of records. Values
-travel as their stored canonical JSON, embedded without re-encoding. Import keeps rows the
-target already has (``ON CONFLICT DO NOTHING``) and writes state keys exactly as exported,
-versions included.
+keep never repeating after an import), then every memory document (space, path, version, text,
+metadata, last write; deleted ones as tombstones, for the same reason), then an end line with the
+number of records. Values and metadata travel as their stored canonical JSON, embedded without
+re-encoding. Import keeps rows the target already has (``ON CONFLICT DO NOTHING``) and writes state
+keys and documents exactly as exported, versions included; the target's search index takes each
+document in as it is written.
 
 Import reads and checks the whole dump before it opens the target, spooling it (in memory, then
 on disk) for the second pass that writes: an empty input, a line that is not a record, or a dump
 cut short (no end line: an interrupted export) is refused with its line number, and nothing is
-written. Format version 1, from before the end line, is still read.
+written. Format versions 1 (before the end line) and 2 (before documents) are still read.
 
-Redis holds state only (no platform), so its dumps and imports carry state lines alone.
+Redis holds state only (no platform, no memory), so its dumps and imports carry state lines alone.
 """
 
 from __future__ import annotations
@@ -20,19 +22,22 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import orjson
 
 from . import values
 from .errors import KeepstateError
+from .platform.memory import View, check_metadata, check_text, document_path, space_of
 from .stores import capabilities_of, dump, open_database
-from .stores.base import Database, PlatformFacet, StateFacet
+from .stores.base import Database, DocumentsFacet, PlatformFacet, StateFacet
+from .stores.documents import DocumentRecord
 from .stores.records import StateRecord
 
-FORMAT, VERSION = "keepstate-export", 2
-READABLE = (1, 2)
-"""Format versions import reads: 1 has no end line."""
+FORMAT, VERSION = "keepstate-export", 3
+READABLE = (1, 2, 3)
+"""Format versions import reads: 1 has no end line, 2 no documents."""
 SPOOL_BYTES = 16 * 1024 * 1024
 BATCH_ROWS = 500
 YIELD_EVERY = 1000
@@ -43,36 +48,50 @@ class BadDump(ValueError):
     """The input of an import is not a whole dump; the message names the line."""
 
 
-async def _open(url: str) -> tuple[Database, StateFacet, PlatformFacet | None]:
-    """The store's Database, its state facet, and its platform facet where it has one."""
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A store opened for a transfer: its Database and facets, None for those it lacks (Redis)."""
+
+    database: Database
+    state: StateFacet
+    platform: PlatformFacet | None
+    documents: DocumentsFacet | None
+
+
+async def _open(url: str) -> Opened:
     if not capabilities_of(url).shared:
         raise ValueError("memory:// lives and dies with one process: export and import need a persistent store")
     database = open_database(url)
     try:
         state = await database.state()
         repo = await database.platform() if database.capabilities.platform else None
+        documents = await database.documents() if database.capabilities.documents else None
     except BaseException:
         await database.aclose()
         raise
-    return database, state, repo
+    return Opened(database, state, repo, documents)
 
 
 async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[bytes]:
     """The dump of the store at ``url``, one JSON line (without newline) at a time."""
-    database, backend, repo = await _open(url)
-    records = 0
+    store = await _open(url)
+    repo, records = store.platform, 0
     try:
         yield orjson.dumps({"type": FORMAT, "version": VERSION, "platform": repo is not None})
         for table in dump.TABLES if repo is not None else ():
             for row in await repo.dump(table):  # type: ignore[union-attr]
                 yield orjson.dumps({"type": "row", "table": table, "row": row})
                 records = await _counted(records, tick, table)
-        async for record in backend.records():
+        async for record in store.state.records():
             yield _state_line(record)
             records = await _counted(records, tick, "state")
+        if store.documents is not None:
+            async for document in store.documents.records():
+                yield _document_line(document)
+                records = await _counted(records, tick, "document")
         yield orjson.dumps({"type": FORMAT, "end": True, "records": records})
     finally:
-        await database.aclose()
+        await store.database.aclose()
 
 
 def read_dump(lines: Iterable[bytes | str], tick: Tick | None = None) -> CheckedDump:
@@ -94,13 +113,14 @@ def read_dump(lines: Iterable[bytes | str], tick: Tick | None = None) -> Checked
 
 async def load_dump(url: str, checked: CheckedDump, tick: Tick | None = None) -> dict[str, int]:
     """Write a checked dump into the store at ``url``; return how many records of each kind it held."""
-    database, backend, repo = await _open(url)
+    store = await _open(url)
     try:
-        if repo is None and set(checked.counts) - {"state"}:
-            raise ValueError("this store holds state only (redis://): the dump's platform rows have nowhere to go")
-        await _load_all(backend, repo, checked.records(), tick)
+        if store.platform is None and set(checked.counts) - {"state"}:
+            raise ValueError("this store holds state only (redis://): the dump's platform rows and memory "
+                             "documents have nowhere to go")
+        await _load_all(store, checked.records(), tick)
     finally:
-        await database.aclose()
+        await store.database.aclose()
     return checked.counts
 
 
@@ -162,7 +182,7 @@ class CheckedDump:
             return None
         if self._ended:
             raise BadDump(f"line {number} comes after the dump's end line")
-        if record.get("type") not in (FORMAT, "row", "state"):
+        if record.get("type") not in (FORMAT, "row", "state", "document"):
             raise BadDump(f"line {number}: unknown record type {record.get('type')!r}")
         if record["type"] == FORMAT:
             self._end(record, number)
@@ -211,6 +231,9 @@ def _check_record(record: dict[str, Any], number: int) -> str:
         if record["type"] == "state":
             _state_record(record)
             return "state"
+        if record["type"] == "document":
+            _document_record(record)
+            return "document"
         row, table = record["row"], record["table"]
         dump.check_table(table, [])
         if not isinstance(row, dict) or not row:
@@ -228,16 +251,21 @@ def _reason(error: Exception) -> str:
     return error.message if isinstance(error, KeepstateError) else str(error)
 
 
-async def _load_all(
-    backend: StateFacet, repo: PlatformFacet | None, records: Iterator[tuple[int, dict[str, Any]]], tick: Tick | None
-) -> None:
+async def _load_all(store: Opened, records: Iterator[tuple[int, dict[str, Any]]], tick: Tick | None) -> None:
     """Write the records in order, platform rows in batches of one table."""
-    rows = _Rows(repo)
+    rows = _Rows(store.platform)
     for number, record in records:
         if record["type"] == "state":
             await rows.flush()
-            await backend.restore(_state_record(record))
+            await store.state.restore(_state_record(record))
             _tick(tick, "state")
+        elif record["type"] == "document":
+            await rows.flush()
+            if store.documents is None:
+                store.database.capabilities.require("documents", store.database.url)
+            assert store.documents is not None
+            await store.documents.restore(_document_record(record))
+            _tick(tick, "document")
         else:
             await rows.add(number, record["table"], record["row"])
             _tick(tick, record["table"])
@@ -292,6 +320,38 @@ def _state_record(record: dict[str, Any]) -> StateRecord:
         raise ValueError(f"version {version!r} is not a positive integer")
     data = None if deleted else values.encode(record["value"])
     return StateRecord(ns, key, version, data)
+
+
+def _document_line(record: DocumentRecord) -> bytes:
+    metadata = None if record.deleted else orjson.Fragment(record.metadata)
+    return orjson.dumps(
+        {"type": "document", "space": record.space, "path": record.path, "version": record.version,
+         "deleted": record.deleted, "text": record.text, "metadata": metadata, "updated_at": record.updated_at}
+    )
+
+
+def _document_record(record: dict[str, Any]) -> DocumentRecord:
+    """A dump's document line, checked by memory's own rules (a space ``env/agent``, a stored path,
+    text and metadata within their limits) so an import never writes what a write could not."""
+    space, path, version, deleted = record["space"], record["path"], record["version"], record["deleted"]
+    updated_at = record["updated_at"]
+    if not (isinstance(space, str) and isinstance(path, str) and isinstance(deleted, bool)):
+        raise TypeError("space and path are strings, deleted is true or false")
+    env, _, agent = space.partition("/")
+    if space != space_of(env, agent):
+        raise ValueError(f"space {space[:80]!r} is not env/agent")
+    if document_path(View(space, every_folder=True), path) != path:
+        raise ValueError(f"path {path[:80]!r} is not a stored path")
+    if not _is_count(version, 1) or not _is_count(updated_at, 0):
+        raise ValueError(f"version {version!r} and updated_at {updated_at!r} are integers, from 1 and from 0")
+    if deleted:
+        return DocumentRecord(space, path, version, None, b"{}", updated_at)
+    return DocumentRecord(space, path, version, check_text(record["text"]), check_metadata(record["metadata"]),
+                          updated_at)
+
+
+def _is_count(number: object, least: int) -> bool:
+    return isinstance(number, int) and not isinstance(number, bool) and number >= least
 
 
 async def _counted(records: int, tick: Tick | None, kind: str) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .errors import InvalidKey, InvalidRequest, InvalidValue, TooLarge
-from .jsontext import ORJSON_DEPTH, first_big_int, holds_bad, paused, skeleton_deeper, unescaped
+from .jsontext import ORJSON_DEPTH, first_big_int, holds_bad, load_checked, paused, skeleton_deeper, unescaped
 
 MAX_VALUE_BYTES = 1024 * 1024
 """A stored value, measured as its compact UTF-8 JSON encoding."""
@@ -47,6 +47,14 @@ def check_key(key: object, what: str = "key") -> str:
 
 def is_key(key: object) -> bool:
     return isinstance(key, str) and _KEY.fullmatch(key) is not None
+
+
+def check_key_prefix(text: str, what: str = "prefix") -> str:
+    """A key listing's ``prefix`` or ``after``: empty, or what a key may be (else InvalidKey), on
+    every face alike."""
+    if text and not is_key(text):
+        raise InvalidKey(f"{what} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
+    return text
 
 
 def encode(value: Any) -> bytes:
@@ -131,11 +139,11 @@ def parse(body: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     nest ``MAX_DEPTH`` levels as it may through the Python API."""
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
-        value = paused(orjson.loads, raw)
+        value, suspect = load_checked(raw, max_depth)
     except orjson.JSONDecodeError as error:
         _parse_exactly(raw, max_depth)
         raise InvalidValue(f"body is not valid JSON: {error}") from None
-    if holds_bad(raw, max_depth):
+    if suspect:
         value = _parse_exactly(raw, max_depth)  # orjson reads integers past 64 bits as floats: read exactly
     return value
 

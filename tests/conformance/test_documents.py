@@ -19,7 +19,7 @@ from backends import declaring
 from keepstate.memory import Memory
 from keepstate.search import parse_query
 from keepstate.stores import open_database
-from keepstate.stores.documents import PathFilter
+from keepstate.stores.documents import DocumentRecord, PathFilter
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring("documents"), indirect=True)
 
@@ -362,3 +362,54 @@ async def test_the_async_face_keeps_the_same_contract(backend_url: str) -> None:
         assert await facet.read("env/agent", "a/doc") is None
     finally:
         await database.aclose()
+
+
+async def test_a_listing_gives_each_document_s_size_in_bytes(backend_url: str) -> None:
+    database = open_database(backend_url)
+    try:
+        facet = await database.documents()
+        texts = {"s/ascii": "one line", "s/lines": "Title\nbody\n", "s/utf8": "é ✓\nnaïve", "s/empty": ""}
+        for path, text in texts.items():
+            await facet.write("env/sizes", path, text, b"{}", None, 1)
+        listed = await facet.listing("env/sizes", PathFilter("s/"), "", 10)
+        assert {head.path: head.size for head in listed} == {p: len(t.encode()) for p, t in texts.items()}
+    finally:
+        await database.aclose()
+
+
+async def test_records_and_restore_keep_versions_and_tombstones(backend_url: str) -> None:
+    database = open_database(backend_url)
+    try:
+        facet = await database.documents()
+        await facet.write("env/rec", "a/kept", "Kept\nbody", b'{"k":1}', None, 5)
+        await facet.write("env/rec", "a/kept", "Kept again", b"{}", None, 6)
+        await facet.write("env/rec", "a/gone", "Gone", b"{}", None, 7)
+        await facet.delete("env/rec", "a/gone", None)
+        mine = [record async for record in facet.records() if record.space == "env/rec"]
+        assert [(r.path, r.version, r.text, r.updated_at) for r in mine] == [
+            ("a/gone", 1, None, 7), ("a/kept", 2, "Kept again", 6)]
+        moved = [DocumentRecord("env/moved", r.path, r.version, r.text, r.metadata, r.updated_at) for r in mine]
+        for record in moved:
+            await facet.restore(record)
+        assert [record async for record in facet.records() if record.space == "env/moved"] == moved
+        assert await facet.read("env/moved", "a/gone") is None
+        assert await facet.write("env/moved", "a/gone", "Back", b"{}", 0, 8) == 2
+        hits = await facet.search("env/moved", parse_query("kept"), PathFilter(), 10)
+        assert [hit.path for hit in hits] == ["a/kept"]
+    finally:
+        await database.aclose()
+
+
+def test_the_sync_face_gives_and_restores_the_same_records(store: keepstate.Store) -> None:
+    facet = store.database.sync_documents()
+    facet.write("env/sync-rec", "a/one", "One\nbody", b'{"k":2}', None, 3)
+    facet.write("env/sync-rec", "a/two", "Two", b"{}", None, 4)
+    facet.delete("env/sync-rec", "a/two", None)
+    mine = [record for record in facet.records() if record.space == "env/sync-rec"]
+    assert [(r.path, r.version, r.text, r.metadata) for r in mine] == [("a/one", 1, "One\nbody", b'{"k":2}'),
+                                                                       ("a/two", 1, None, b"{}")]
+    for record in mine:
+        facet.restore(DocumentRecord("env/sync-copy", record.path, record.version, record.text, record.metadata,
+                                     record.updated_at))
+    copied = [record for record in facet.records() if record.space == "env/sync-copy"]
+    assert [(r.path, r.version, r.text) for r in copied] == [(r.path, r.version, r.text) for r in mine]

@@ -141,15 +141,20 @@ async def test_a_registration_racing_a_delete_never_leaves_an_agent_behind(
         await database.delete_session(ENV, sid, now_ms())
 
 
-async def test_a_purge_leaves_registered_agents_and_the_session_can_still_be_deleted(
+async def test_a_purge_of_its_runs_keeps_a_sessions_agents_so_its_delete_still_drops_their_state(
     repo: PlatformFacet, database: Database
 ) -> None:
+    """The agent of a purged run is still the session's: its state goes with the session's delete,
+    and the id made again starts empty (a purge must not leave another owner that state)."""
     state = await database.state()
     sid = await _conversation(repo, state)
     assert await repo.purge_runs(now_ms() + 1_000, 100) == 1
-    assert await repo.session_agents(ENV, sid) == ["embedded"]
-    assert await database.delete_session(ENV, sid, now_ms()) == ["embedded"]
-    assert await state.get(session_ns("embedded", sid), "history") is None
+    assert await repo.session_agents(ENV, sid) == ["embedded", "worker"]
+    assert await database.delete_session(ENV, sid, now_ms()) == ["embedded", "worker"]
+    for agent in ("embedded", "worker"):
+        assert await state.get(session_ns(agent, sid), "history") is None
+    await repo.create_session(StoredSession(ENV, sid, "k2", None, b"{}", now_ms()))
+    assert await state.keys(session_ns("worker", sid)) == []
 
 
 async def test_registered_agents_move_with_a_dump(
@@ -176,3 +181,21 @@ async def test_registered_agents_move_with_a_dump(
             assert await target.repo.session_agents(ENV, sid) == []
         finally:
             await target.aclose()
+
+
+async def test_an_agent_is_added_only_to_the_very_session_it_was_read_from(
+    repo: PlatformFacet, database: Database
+) -> None:
+    """``add_session_agent`` records the agent in the session as it was read; once that session is
+    deleted (and its id made again, by another owner) it answers False and records nothing."""
+    sid = uid("ses")
+    first, _ = await repo.create_session(StoredSession(ENV, sid, "k1", None, b"{}", now_ms()))
+    assert await repo.add_session_agent(first, "notes")
+    assert await repo.session_agents(ENV, sid) == ["notes"]
+    assert await database.delete_session(ENV, sid, now_ms()) == ["notes"]
+    assert not await repo.add_session_agent(first, "notes")
+    second, _ = await repo.create_session(StoredSession(ENV, sid, "k2", None, b"{}", now_ms()))
+    assert not await repo.add_session_agent(first, "notes")
+    assert await repo.session_agents(ENV, sid) == []
+    assert await repo.add_session_agent(second, "notes")
+    assert await database.delete_session(ENV, sid, now_ms()) == ["notes"]

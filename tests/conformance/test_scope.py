@@ -199,6 +199,8 @@ def test_bad_keys_and_values_are_refused_with_codes(scope: keepstate.Scope) -> N
         scope.append("k", [1, {"s": "nul\x00"}])
     assert in_items.value.path == "$[1].s"
     assert scope.get_versioned("k") == (None, 0)
+    with pytest.raises(keepstate.InvalidKey):  # as over HTTP: a prefix no key could start with
+        list(scope.keys(prefix="slash/no"))
 
 
 def test_update_is_exact_under_concurrent_threads(scope: keepstate.Scope) -> None:

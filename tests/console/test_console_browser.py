@@ -326,7 +326,7 @@ def test_agents_page_counts_runs_and_marks_an_unserved_agent(
     page = signed_in(browser, console_server, keys["admin"])
     page.get_by_role("link", name="Agents").click()
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="unserved", exact=True))
-    expect(row.get_by_role("cell")).to_have_text(["unserved", "2", "0", "0", "not known"])
+    expect(row.get_by_role("cell")).to_have_text(["unserved", "2", "0", "0", "not known", "Memory"])
     expect(row).to_have_class("unserved")
     expect(page.get_by_role("link", name="chat", exact=True)).to_be_visible()
     shoot(page, screenshot_dir, "agents")

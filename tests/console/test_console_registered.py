@@ -18,6 +18,7 @@ import keepstate
 from serverproc import running_server
 
 SESSION, AGENT = "support-7", "helpdesk"
+OWNER_COLUMN = 2  # Session, User, Owner, ...
 FIRST = [{"role": "user", "content": "My parcel 1042 has not arrived."},
          {"role": "assistant", "content": "Sorry about that: it left the depot this morning."}]
 LATER = [{"role": "user", "content": "Thanks, I will wait."}]
@@ -41,6 +42,7 @@ def test_a_session_an_embedded_app_registered_is_listed_and_shown_as_a_conversat
         row = page.get_by_role("table", name="Sessions").locator("tbody tr", has_text=SESSION)
         expect(row).to_have_count(1)
         expect(row).to_contain_text("ada")
+        expect(row.locator("td").nth(OWNER_COLUMN)).to_have_text("—")  # no owner, not a blank
         page.get_by_role("link", name=SESSION).click()
         expect(page.get_by_role("heading", level=1)).to_have_text(f"Session {SESSION}")
         expect(page.get_by_role("heading", name=f"Agent {AGENT}")).to_be_visible()

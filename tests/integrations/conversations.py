@@ -238,6 +238,14 @@ def keepstate_store_update(location: str, conversation_id: str) -> Conversation:
     return StoreUpdateConversation(store, conversation_id, on_close=store.close)
 
 
+def keepstate_openai_session(location: str, conversation_id: str) -> Conversation:
+    """keepstate's ``KeepstateSession`` on a store URL, or on the SQLite file at a plain path."""
+    from keepstate.integrations.openai_agents import KeepstateSession
+
+    url = location if "://" in location else f"sqlite:///{location}"
+    return OpenAISessionConversation(KeepstateSession(conversation_id, url))
+
+
 # name -> opener(location, conversation_id); a framework store's location is a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteSaver": langgraph_sqlite_saver,
@@ -246,4 +254,5 @@ OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "OpenAI SQLiteSession": openai_sqlite_session,
     "keepstate KeepstateStore": keepstate_store,
     "keepstate KeepstateStore.update": keepstate_store_update,
+    "keepstate KeepstateSession": keepstate_openai_session,
 }

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from openai_stand_in import StandInSQLiteSession
 
 TARGET_VARIABLE = "KEEPSTATE_UPSTREAM_TARGET"
 
@@ -133,7 +134,10 @@ STORES: dict[str, dict[str, type[Any]] | None] = {
     "framework": None,
     "keepstate-sqlite": {"SqliteStore": KeepstateSqliteStore, "AsyncSqliteStore": KeepstateAsyncSqliteStore},
 }
-SESSIONS: dict[str, type[Any] | None] = {"framework": None}
+SESSIONS: dict[str, type[Any] | None] = {
+    "framework": None,
+    "keepstate-sqlite": StandInSQLiteSession,  # KeepstateSession on the same SQLite file
+}
 
 # For the in-process suites, by test id. The conformance suite has no store of its own; it is
 # proven on LangGraph's own savers.

@@ -163,7 +163,7 @@ def pop_race(opener: str, location: str, writers: int = 2, items: int = 500) -> 
     return PopOutcome(items, popped, left, errors)
 
 
-POPPABLE = ("OpenAI SQLiteSession",)
+POPPABLE = ("OpenAI SQLiteSession", "keepstate KeepstateSession")
 
 
 def main(names: list[str]) -> None:

@@ -188,6 +188,26 @@ async def test_callers_see_only_what_the_api_lets_them_see(http: httpx.AsyncClie
     _error(await http.get(f"/v0/sessions/{session}/state/bad agent/k", headers=owner), 400, "invalid_key")
 
 
+async def test_a_callers_state_of_an_agent_that_never_ran_goes_with_the_session(http: httpx.AsyncClient) -> None:
+    """A member writes the state of agent ``notes``, which has no run in the session; the session's delete
+    drops it, so whoever makes the id again starts empty."""
+    owner, other = await _key(http, "member"), await _key(http, "member")
+    session = (await http.post("/v0/sessions", json={}, headers=owner)).json()["id"]
+    prefix = f"/v0/sessions/{session}/state/notes"
+    assert (await http.put(f"{prefix}/secret", json={"value": "A's"}, headers=owner)).status_code == 200
+    assert (await http.post(f"{prefix}/count/incr", headers=owner)).json()["value"] == 1
+    assert (await http.delete(f"/v0/sessions/{session}", headers=owner)).status_code == 204
+    _error(await http.put(f"{prefix}/late", json={"value": 1}, headers=owner), 404, "not_found")
+    again = await http.post("/v0/sessions", json={"id": session}, headers=other)
+    assert again.status_code == 201, again.text
+    _error(await http.get(f"{prefix}/secret", headers=other), 404, "not_found")
+    assert (await http.get(f"{prefix}/", headers=other)).json() == {"keys": [], "next": None}
+    assert (await http.post(f"{prefix}/count/incr", headers=other)).json()["value"] == 1  # recorded anew
+    assert (await http.delete(f"/v0/sessions/{session}", headers=other)).status_code == 204
+    again = await http.post("/v0/sessions", json={"id": session}, headers=owner)
+    assert (await http.get(f"{prefix}/", headers=owner)).json()["keys"] == []
+
+
 async def test_the_sdk_reads_and_writes_caller_state(http: httpx.AsyncClient, app_url: str) -> None:
     member = await _key(http, "member")
     session, _, run = await _run(http, member, agent="chat")

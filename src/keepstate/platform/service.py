@@ -51,6 +51,9 @@ def lease_alive(lease_until: int | None) -> bool:
     return lease_until is not None and lease_until >= now_ms()
 
 
+RECORDED_AGENTS = 10_000
+"""How many (session, agent) pairs ``writable_session`` remembers as recorded before it starts over."""
+
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
@@ -64,6 +67,7 @@ class Platform:
         """How long a run started without its own ``queue_timeout`` may stay queued."""
         self.changed = Notifier()
         self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
+        self._session_agents: set[tuple[str, str, tuple[int, int, str], str]] = set()  # see writable_session
 
     async def aclose(self) -> None:
         await self.database.aclose()
@@ -186,6 +190,21 @@ class Platform:
             raise NotFound(f"no session {session_id!r}")
         return found
 
+    async def writable_session(self, caller: Caller, session_id: str, agent: str) -> StoredSession:
+        """``session``, for a caller's write of ``agent``'s session-scope state: the agent is recorded in
+        the session first (``PlatformFacet.add_session_agent``), so the session's delete drops that
+        state too. Once per session and agent in this process (``StoredSession.made`` tells a session
+        made again with the same id); 404 when the session went meanwhile."""
+        found = await self.session(caller, session_id)
+        recorded = (found.env, found.id, found.made, agent)
+        if recorded not in self._session_agents:
+            if not await self.repo.add_session_agent(found, agent):
+                raise NotFound(f"no session {session_id!r}")
+            if len(self._session_agents) >= RECORDED_AGENTS:
+                self._session_agents.clear()
+            self._session_agents.add(recorded)
+        return found
+
     async def get_session(self, caller: Caller, session_id: str) -> StoredSession:
         require(caller, "admin", "member")
         return await self.session(caller, session_id)
@@ -219,9 +238,11 @@ class Platform:
 
     async def delete_session(self, caller: Caller, session_id: str) -> None:
         """Delete the session, cancel its held runs, and drop its session-scope state of every agent
-        that ran in it: an id created again later, by anyone, starts empty."""
-        await self.get_session(caller, session_id)
-        if await self.database.delete_session(caller.env, session_id, now_ms()) is None:
+        that ran or kept state in it: an id created again later, by anyone, starts empty."""
+        found = await self.get_session(caller, session_id)
+        agents = await self.database.delete_session(caller.env, session_id, now_ms())
+        self._session_agents.difference_update({(found.env, found.id, found.made, agent) for agent in agents or ()})
+        if agents is None:
             raise NotFound(f"no session {session_id!r}")
 
     # runs

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import protocol, values, writes
-from ..errors import InvalidKey, InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
+from ..errors import InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import StateFacet
 from ..stores.records import SCOPE_KINDS, Entry, ListPage, RunContext
@@ -112,14 +112,18 @@ class StateApi:
 
     # -- whose state ---------------------------------------------------------------------------
 
-    async def namespace(self, platform: Platform, caller: Caller, address: Address) -> str:
-        """The namespace ``address`` names for ``caller``, by the API's visibility rules."""
+    async def namespace(self, platform: Platform, caller: Caller, address: Address, writes: bool = False) -> str:
+        """The namespace ``address`` names for ``caller``, by the API's visibility rules. ``writes``: a
+        caller's write of a session's state records its agent in the session (``writable_session``)."""
         if address.kind == "token":
             assert caller.run is not None
             return namespace(caller.run, address.scope)
         require(caller, "admin", "member")
         if address.kind == "session":
-            await platform.session(caller, address.id)
+            if writes:
+                await platform.writable_session(caller, address.id, address.agent)
+            else:
+                await platform.session(caller, address.id)
             return scope_namespace("session", address.agent, address.id, caller.env)
         if address.kind == "run":
             run = await platform.visible_run(caller, address.id)
@@ -171,9 +175,8 @@ class StateApi:
         return page
 
     async def keys(self, ns: str, prefix: str, after: str, limit: int) -> tuple[list[tuple[str, int]], str | None]:
-        for name, text in (("prefix", prefix), ("after", after)):
-            if text and not values.is_key(text):
-                raise InvalidKey(f"{name} must be empty or 1-200 of A-Z a-z 0-9 . _ : -")
+        values.check_key_prefix(prefix)
+        values.check_key_prefix(after, "after")
         found = await self.backend.keys(ns, prefix, after, limit)
         return found, (found[-1][0] if len(found) == limit else None)
 

@@ -65,13 +65,14 @@ class StateCall:
         assert caller.run is not None
         return caller.run
 
-    async def namespace(self) -> str:
-        """Authenticate (run token or key, as the address needs) and resolve the namespace."""
+    async def namespace(self, writes: bool = False) -> str:
+        """Authenticate (run token or key, as the address needs) and resolve the namespace (``writes``:
+        for a write that may create state, ``StateApi.namespace``)."""
         if self.address.kind == "token":
             caller = await self.platform.authenticate_run(self.token)
         else:
             caller = await self.platform.authenticate(header(self.scope, _AUTHORIZATION))
-        return await self.api.namespace(self.platform, caller, self.address)
+        return await self.api.namespace(self.platform, caller, self.address, writes)
 
     @property
     def query_params(self) -> QueryParams:
@@ -139,13 +140,13 @@ async def state_get(call: StateCall) -> bytes:
 
 
 async def state_put(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     version = await call.api.put(ns, call.key, await call.json_object())
     return b'{"version":' + str(version).encode() + b"}"
 
 
 async def state_patch(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     data, version = await call.api.patch(ns, call.key, await call.json_object())
     return b'{"value":' + data + b',"version":%d}' % version
 
@@ -164,25 +165,25 @@ def _if_version(text: str | None) -> int:
 
 
 async def state_append(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     version, length = await call.api.append(ns, call.key, await call.json_object())
     return b'{"version":%d,"length":%d}' % (version, length)
 
 
 async def state_trim(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     version, length = await call.api.trim(ns, call.key, await call.json_object())
     return b'{"version":%d,"length":%d}' % (version, length)
 
 
 async def state_pop(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     item, version, length = await call.api.pop(ns, call.key, await call.json_object(optional=True))
     return b'{"item":' + item + b',"version":%d,"length":%d}' % (version, length)
 
 
 async def state_incr(call: StateCall) -> bytes:
-    ns = await call.namespace()
+    ns = await call.namespace(writes=True)
     value, version = await call.api.incr(ns, call.key, await call.json_object(optional=True))
     return b'{"value":%d,"version":%d}' % (value, version)
 

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from ..errors import InvalidRequest
 from ..search import Query
-from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
+from .documents import DocumentHead, DocumentRecord, PathFilter, StoredDocument, StoredHit
 from .records import (
     AgentStats,
     BatchOp,
@@ -295,6 +295,13 @@ class PlatformFacet(ABC):
         user and metadata. Idempotent; one atomic step, also against ``Database.delete_session``: a
         delete comes wholly before (the session is made anew) or after (it drops the agent's state).
         The session as stored, and whether this call created it."""
+
+    @abstractmethod
+    async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
+        """Record that ``agent`` keeps session-scope state in ``session`` (a caller's write through
+        ``/v0/sessions/{id}/state/{agent}``), only while that very session exists: the same id made
+        again (another ``seq``) is another session. False when it is gone. Atomic against
+        ``Database.delete_session``, which then drops the agent's state."""
 
     @abstractmethod
     async def get_session(self, env: str, session_id: str) -> StoredSession | None: ...
@@ -550,6 +557,14 @@ class DocumentsFacet(ABC):
         """Live documents that ``where`` admits holding every term of ``query``, best first (ties in
         path order), at most ``limit``; a match in the first line ranks above one in the rest."""
 
+    @abstractmethod
+    def records(self) -> AsyncIterator[DocumentRecord]:
+        """Every document of every space, tombstones included, in (space, path) order, for export."""
+
+    @abstractmethod
+    async def restore(self, record: DocumentRecord) -> None:
+        """Write a record exactly as exported (version, tombstone, ``updated_at``), for import."""
+
 
 class SyncDocumentsFacet(Protocol):
     """``DocumentsFacet``'s synchronous face: the same methods and promises."""
@@ -560,6 +575,8 @@ class SyncDocumentsFacet(Protocol):
     def delete(self, space: str, path: str, if_version: int | None) -> bool: ...
     def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]: ...
     def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]: ...
+    def records(self) -> Iterator[DocumentRecord]: ...
+    def restore(self, record: DocumentRecord) -> None: ...
 
 
 # ---------------------------------------------------------------- the database

@@ -16,6 +16,9 @@ from typing import Any
 
 from .records import prefix_end
 
+RECORDS_PAGE = 200
+"""Documents an export reads at once (keyset-paged by space and path), so a big memory streams."""
+
 SNIPPET_START, SNIPPET_END, SNIPPET_GAP = "**", "**", "…"
 """How every backend marks the matched words of a snippet, and text left out."""
 SNIPPET_WORDS = 24
@@ -35,11 +38,29 @@ class StoredDocument:
 
 @dataclass(frozen=True, slots=True)
 class DocumentHead:
-    """A listed document: no text."""
+    """A listed document: no text, but its size (bytes of UTF-8), which the console shows."""
 
     path: str
     version: int
     updated_at: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    """A document as export and import move it: every field, and a tombstone (``text`` None) too, so
+    that versions keep never repeating in the store it is imported into."""
+
+    space: str
+    path: str
+    version: int
+    text: str | None
+    metadata: bytes
+    updated_at: int
+
+    @property
+    def deleted(self) -> bool:
+        return self.text is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ..search import Query
 from .base import Database, DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
-from .documents import DocumentHead, PathFilter, StoredDocument, StoredHit
+from .documents import DocumentHead, DocumentRecord, PathFilter, StoredDocument, StoredHit
 from .ending import CLOSE_WAIT_S, cancel_the_rest
 from .records import BatchOp, Entry, ListPage, Patcher, StateRecord
 
@@ -114,6 +114,13 @@ class InlineAsyncDocuments(DocumentsFacet):
 
     async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
         return self.sync.search(space, query, where, limit)
+
+    async def records(self) -> AsyncIterator[DocumentRecord]:
+        for record in self.sync.records():
+            yield record
+
+    async def restore(self, record: DocumentRecord) -> None:
+        self.sync.restore(record)
 
 
 class EventLoopThread:
@@ -229,6 +236,17 @@ class DocumentsPortal:
 
     def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
         return self._loop.run(self.facet.search(space, query, where, limit))
+
+    def records(self) -> Iterator[DocumentRecord]:
+        """Read whole before the first is given: export streams through the async face instead."""
+        return iter(self._loop.run(_collected(self.facet.records())))
+
+    def restore(self, record: DocumentRecord) -> None:
+        self._loop.run(self.facet.restore(record))
+
+
+async def _collected(records: AsyncIterator[DocumentRecord]) -> list[DocumentRecord]:
+    return [record async for record in records]
 
 
 class SyncState:

@@ -152,6 +152,12 @@ class StoredSession:
     created_at: int
     seq: int = 0
 
+    @property
+    def made(self) -> tuple[int, int, str]:
+        """What tells this session from one made again with its id: SQLite may give the new one the
+        deleted one's ``seq`` (a reused rowid), not its creation time and owner as well."""
+        return self.seq, self.created_at, self.owner
+
     def public(self) -> dict[str, Any]:
         return {"id": self.id, "owner": self.owner, "user": self.user,
                 "metadata": orjson.Fragment(self.metadata), "created_at": self.created_at}

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from ...errors import KeepstateError, NotFound, Unauthorized
 from ..errors import MethodNotAllowed
-from . import auth, pages, render
+from . import auth, memory_pages, pages, render
 from .auth import SignedIn
 
 Page = Callable[[Request, SignedIn], Awaitable[Response]]
@@ -155,6 +155,8 @@ def console_routes() -> list[Route]:
         route("/runs/{run_id}/decision", POST=signed(pages.decide)),
         route("/runs/{run_id}/cancel", POST=signed(pages.cancel)),
         route("/agents", GET=signed(pages.agents)),
+        route("/agents/{agent}/memory", GET=signed(memory_pages.memory)),
+        route("/agents/{agent}/memory/{path:path}", GET=signed(memory_pages.document)),
         route("/keys", GET=signed(pages.keys), POST=signed(pages.create_key)),
         route("/keys/{key_id}/revoke", POST=signed(pages.revoke_key)),
         route("/static/{version}/{name}", GET=public(static)),

@@ -23,7 +23,7 @@ from ...platform.state import Address, StateApi
 from ...stores.records import RUN_STATUSES, StoredRun
 from ..http import query_name
 from ..routes import record_id
-from . import auth, render, views
+from . import auth, memory_pages, render, views
 from .auth import SignedIn
 
 PAGE = 50
@@ -142,9 +142,10 @@ async def session(request: Request, signed: SignedIn) -> Response:
     agents = [chosen] if chosen else (await platform.session_agents(caller, session_id))[:SESSION_AGENTS]
     sections = [await state_section(request, caller, Address("session", id=session_id, agent=agent), bool(chosen))
                 for agent in agents]
+    folders = await memory_pages.user_folders(request, caller, found.user, agents)
     return shown(request, signed, "session.html", title=f"Session {session_id}", session=found,
                  metadata=views.pretty_bytes(found.metadata), runs=runs.items, next_runs=runs.next,
-                 sections=sections, chosen=chosen)
+                 sections=sections, chosen=chosen, folders=folders)
 
 
 async def runs(request: Request, signed: SignedIn) -> Response:

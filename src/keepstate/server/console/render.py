@@ -49,6 +49,8 @@ ENVIRONMENT = jinja2.Environment(
 )
 ENVIRONMENT.filters["when"] = views.when
 ENVIRONMENT.filters["iso"] = views.iso
+ENVIRONMENT.filters["size"] = views.size
+ENVIRONMENT.filters["snippet_parts"] = views.snippet_parts
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ...stores.documents import SNIPPET_START
 from ...stores.records import NULL, Entry, ListPage
 
 FINAL_STATUSES = frozenset({"done", "failed", "interrupted", "cancelled", "expired"})
@@ -130,6 +131,22 @@ def page_before(end: int, page_size: int) -> tuple[int, int] | None:
         return None
     start = max(0, end - page_size)
     return start, end - start
+
+
+def size(count: int) -> str:
+    """A size in bytes for reading: ``532 B``, ``2.1 KiB``, ``1.0 MiB``."""
+    if count < 1024:
+        return f"{count} B"
+    if round(count / 1024, 1) < 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / (1024 * 1024):.1f} MiB"
+
+
+def snippet_parts(snippet: str) -> list[tuple[str, bool]]:
+    """A search hit's snippet as ``(text, matched)`` parts: the stores mark each matched word between
+    ``**`` (``stores.documents.SNIPPET_START``), which the page shows highlighted, as text."""
+    parts = snippet.split(SNIPPET_START)
+    return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
 
 
 @dataclass(frozen=True, slots=True)

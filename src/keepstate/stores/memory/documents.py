@@ -24,6 +24,7 @@ from ..documents import (
     SNIPPET_WORDS,
     TITLE_WEIGHT,
     DocumentHead,
+    DocumentRecord,
     PathFilter,
     StoredDocument,
     StoredHit,
@@ -83,6 +84,7 @@ class _Doc:
     updated_at: int = 0
     title: _Field | None = None
     body: _Field | None = None
+    size: int = 0
 
     @property
     def live(self) -> bool:
@@ -110,7 +112,7 @@ class MemoryDocuments:
             doc = self._checked(space, path, if_version)
             doc.version += 1
             doc.text, doc.metadata, doc.updated_at = text, metadata, now
-            doc.title, doc.body = fields
+            doc.title, doc.body, doc.size = *fields, _size(text)
             return doc.version
 
     def delete(self, space: str, path: str, if_version: int | None) -> bool:
@@ -122,7 +124,7 @@ class MemoryDocuments:
 
     def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
         with self.lock:
-            found = [DocumentHead(path, doc.version, doc.updated_at)
+            found = [DocumentHead(path, doc.version, doc.updated_at, doc.size)
                      for path, doc in self.spaces.get(space, {}).items()
                      if doc.live and path > after and where.admits(path)]
         found.sort(key=lambda head: head.path)
@@ -139,12 +141,31 @@ class MemoryDocuments:
         scored.sort(key=lambda found: (-found[0], found[1]))
         return [StoredHit(path, score, _snippet(doc, terms), doc.version) for score, path, doc in scored[:limit]]
 
+    def records(self) -> Iterator[DocumentRecord]:
+        with self.lock:
+            found = [DocumentRecord(space, path, doc.version, doc.text, doc.metadata if doc.live else b"{}",
+                                    doc.updated_at)
+                     for space, docs in self.spaces.items() for path, doc in docs.items() if doc.version]
+        return iter(sorted(found, key=lambda record: (record.space, record.path)))
+
+    def restore(self, record: DocumentRecord) -> None:
+        doc = _Doc(record.version, record.text, record.metadata, record.updated_at)
+        if record.text is not None:
+            title, body = split_title(record.text)
+            doc.title, doc.body, doc.size = _Field.of(title), _Field.of(body or ""), _size(record.text)
+        with self.lock:
+            self.spaces.setdefault(record.space, {})[record.path] = doc
+
     def _checked(self, space: str, path: str, if_version: int | None) -> _Doc:
         doc = self.spaces.setdefault(space, {}).setdefault(path, _Doc(0))
         current = doc.version if doc.live else 0
         if if_version is not None and if_version != current:
             raise VersionConflict(current_version=current)
         return doc
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _fields(doc: _Doc) -> tuple[_Field, _Field]:

@@ -107,6 +107,14 @@ class MemoryPlatform(PlatformFacet):
             self._registered.setdefault((session.env, session.id), set()).add(agent)
         return stored
 
+    async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
+        with self._sessions_lock:
+            stored = self._sessions.get((session.env, session.id))
+            if stored is None or stored.made != session.made:
+                return False
+            self._registered.setdefault((session.env, session.id), set()).add(agent)
+        return True
+
     async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         return self._sessions.get((env, session_id))
 
@@ -176,6 +184,7 @@ class MemoryPlatform(PlatformFacet):
         self._callers[run.id] = caller
         if run.session_id is not None:
             self._of_session.setdefault((run.env, run.session_id), []).append(run.id)
+            self._registered.setdefault((run.env, run.session_id), set()).add(run.agent)
         self._queue(invocation)
         return stored, True
 

@@ -21,17 +21,20 @@ words passes) is refused with ``TooLarge``, nothing written.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ...errors import TooLarge, VersionConflict
 from ...search import Query
 from ..base import DocumentsFacet
 from ..documents import (
+    RECORDS_PAGE,
     SNIPPET_END,
     SNIPPET_GAP,
     SNIPPET_START,
     SNIPPET_WORDS,
     DocumentHead,
+    DocumentRecord,
     PathFilter,
     StoredDocument,
     StoredHit,
@@ -85,8 +88,14 @@ DELETE = """UPDATE memory_documents SET live = false, text = NULL, metadata = NU
     WHERE space = %(space)s AND path = %(path)s AND live
         AND (%(if_version)s::bigint IS NULL OR version = %(if_version)s) RETURNING version"""
 _WHERE = f"d.space = %(space)s AND d.live AND {filter_sql('d.path', '%({})s::text')}"
-LIST = f"""SELECT d.path, d.version, d.updated_at FROM memory_documents d
+LIST = f"""SELECT d.path, d.version, d.updated_at, octet_length(d.text) FROM memory_documents d
     WHERE {_WHERE} AND d.path > %(after)s ORDER BY d.path LIMIT %(limit)s"""
+RECORDS = """SELECT space, path, version, live, text, metadata, updated_at FROM memory_documents
+    WHERE (space, path) > (%s, %s) ORDER BY space, path LIMIT %s"""
+RESTORE = """INSERT INTO memory_documents (space, path, version, live, text, metadata, updated_at)
+    VALUES (%(space)s, %(path)s, %(version)s, %(live)s, %(text)s, %(metadata)s, %(updated_at)s)
+    ON CONFLICT (space, path) DO UPDATE SET version = excluded.version, live = excluded.live, text = excluded.text,
+        metadata = excluded.metadata, updated_at = excluded.updated_at"""
 _HEADLINE = (f"StartSel={SNIPPET_START}, StopSel={SNIPPET_END}, MaxWords={SNIPPET_WORDS}, MinWords=12, "
              f'ShortWord=2, MaxFragments=1, FragmentDelimiter=" {SNIPPET_GAP} "')
 _SEARCH = """WITH q AS (SELECT {tsquery} AS query),
@@ -161,7 +170,7 @@ class PostgresDocuments(DocumentsFacet):
         params = {"space": space, "after": after, "limit": limit, **where.sql_params()}
         async with aconnection(self.pool) as conn:
             rows = await (await conn.execute(LIST, params)).fetchall()
-        return [DocumentHead(str(p), int(v), int(u)) for p, v, u in rows]
+        return [DocumentHead(str(p), int(v), int(u), int(s)) for p, v, u, s in rows]
 
     async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
         if not query.terms:
@@ -172,3 +181,27 @@ class PostgresDocuments(DocumentsFacet):
         async with aconnection(self.pool) as conn:
             rows = await (await conn.execute(sql, params, prepare=False)).fetchall()
         return [StoredHit(str(p), float(score), one_line(str(snippet)), int(v)) for p, v, score, snippet in rows]
+
+    async def records(self) -> AsyncIterator[DocumentRecord]:
+        """Keyset-paged by (space, path), one short statement per page: no transaction is held open
+        while the export writes its lines."""
+        after = ("", "")
+        while True:
+            async with aconnection(self.pool) as conn:
+                rows = await (await conn.execute(RECORDS, (*after, RECORDS_PAGE))).fetchall()
+            for space, path, version, live, text, metadata, updated_at in rows:
+                yield DocumentRecord(str(space), str(path), int(version), str(text) if live else None,
+                                     bytes(metadata) if live else b"{}", int(updated_at))
+            if len(rows) < RECORDS_PAGE:
+                return
+            after = (str(rows[-1][0]), str(rows[-1][1]))
+
+    async def restore(self, record: DocumentRecord) -> None:
+        params = {"space": record.space, "path": record.path, "version": record.version, "live": not record.deleted,
+                  "text": record.text, "metadata": None if record.deleted else record.metadata,
+                  "updated_at": record.updated_at}
+        async with aconnection(self.pool) as conn:
+            try:
+                await conn.execute(RESTORE, params)
+            except psycopg.errors.ProgramLimitExceeded as error:
+                raise TooLarge(f"the text has too many distinct words for PostgreSQL to index ({error})") from None

@@ -141,6 +141,15 @@ class PostgresPlatform(PlatformFacet):
             await conn.execute(pg(sql.INSERT_SESSION_AGENT), (s.env, s.id, agent))
         return sql.session_from_row(row), inserted is not None
 
+    async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
+        """The session row locked first, as a session delete takes it."""
+        async with self._conn() as conn, conn.transaction():
+            row = await (await conn.execute(pg_sql.LOCK_SESSION, (session.env, session.id))).fetchone()
+            if row is None or sql.session_from_row(row).made != session.made:
+                return False
+            await conn.execute(pg(sql.INSERT_SESSION_AGENT), (session.env, session.id, agent))
+        return True
+
     async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._one(pg(sql.GET_SESSION), (env, session_id))
         return None if row is None else sql.session_from_row(row)
@@ -337,6 +346,8 @@ async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
     row = await (await conn.execute(query, params)).fetchone()
     if row is None:
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+    if run.session_id is not None:
+        await conn.execute(pg(sql.INSERT_SESSION_AGENT), (run.env, run.session_id, run.agent))
     return sql.run_from_row(row)
 
 

@@ -25,10 +25,14 @@ BACKFILL_DEADLINES = f"""
 SESSION_AGENTS_TABLE = (
     "CREATE TABLE ks_session_agents (env TEXT NOT NULL, session_id TEXT NOT NULL, agent TEXT NOT NULL, "
     "PRIMARY KEY (env, session_id, agent));"
+    "INSERT INTO ks_session_agents (env, session_id, agent) "
+    "SELECT DISTINCT env, session_id, agent FROM ks_runs WHERE session_id IS NOT NULL;"
 )
 """Step 3 on both backends (the same text: TEXT columns only). A row says that ``agent`` keeps
-session-scope state in the session (``register_session``); the session's delete drops that state and
-the row, as it does for the agents of its runs."""
+session-scope state in the session: registered (``register_session``) or recorded by ``start_run``
+with the run, so a purge of the session's finished runs never hides an agent whose state the
+session's delete must drop. The step fills it from the runs already there. The session's delete
+drops that state and the rows."""
 
 SQLITE_SCHEMA = [
     """
@@ -145,7 +149,8 @@ SESSION_AGENTS = (
     "SELECT agent FROM ks_runs WHERE env = ? AND session_id = ? "
     "UNION SELECT agent FROM ks_session_agents WHERE env = ? AND session_id = ? ORDER BY agent"
 )
-"""The agents of a session's runs and the ones registered in it, each once; ``of_session``'s parameters."""
+"""The agents of a session's runs and the ones registered in it, each once; ``of_session``'s parameters.
+(Since step 3 every run's agent is in ks_session_agents too; reading the runs as well costs one index read.)"""
 
 
 def of_session(env: str, session_id: str) -> tuple[str, str, str, str]:

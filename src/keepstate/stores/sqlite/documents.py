@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
@@ -26,12 +27,14 @@ from ...errors import VersionConflict
 from ...search import Query
 from ..base import DocumentsFacet
 from ..documents import (
+    RECORDS_PAGE,
     SNIPPET_END,
     SNIPPET_GAP,
     SNIPPET_START,
     SNIPPET_WORDS,
     TITLE_WEIGHT,
     DocumentHead,
+    DocumentRecord,
     PathFilter,
     StoredDocument,
     StoredHit,
@@ -100,7 +103,9 @@ def _where(table: str) -> str:
     return f"{table}.space = :space AND {table}.live = 1 AND {filter_sql(f'{table}.path', ':{}')}"
 
 
-_LIST = (f"SELECT path, version, updated_at FROM keepstate_documents WHERE {_where('keepstate_documents')} "
+_SIZE = "length(CAST(title AS BLOB)) + coalesce(length(CAST(body AS BLOB)) + 1, 0)"
+"""A document's bytes of UTF-8: its first line, and the rest after the newline."""
+_LIST = (f"SELECT path, version, updated_at, {_SIZE} FROM keepstate_documents WHERE {_where('keepstate_documents')} "
          "AND path > :after "
          "ORDER BY path LIMIT :limit")
 _RANK = f"bm25(keepstate_documents_fts, {TITLE_WEIGHT}, 1.0)"
@@ -113,6 +118,16 @@ _SEARCH = (
 _SNIPPET = (
     f"SELECT snippet(keepstate_documents_fts, -1, '{SNIPPET_START}', '{SNIPPET_END}', '{SNIPPET_GAP}', "
     f"{SNIPPET_WORDS}) FROM keepstate_documents_fts WHERE keepstate_documents_fts MATCH ? AND rowid = ?"
+)
+
+
+_RECORDS = ("SELECT space, path, version, live, title, body, metadata, updated_at FROM keepstate_documents "
+            "WHERE (space, path) > (?, ?) ORDER BY space, path LIMIT ?")
+_RESTORE = (
+    "INSERT INTO keepstate_documents (space, path, version, live, title, body, metadata, updated_at) "
+    "VALUES (:space, :path, :version, :live, :title, :body, :metadata, :updated_at) "
+    "ON CONFLICT (space, path) DO UPDATE SET version = excluded.version, live = excluded.live, "
+    "title = excluded.title, body = excluded.body, metadata = excluded.metadata, updated_at = excluded.updated_at"
 )
 
 
@@ -156,7 +171,7 @@ def _delete(conn: sqlite3.Connection, space: str, path: str, if_version: int | N
 
 def _list(conn: sqlite3.Connection, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
     params = {"space": space, "after": after, "limit": limit, **where.sql_params()}
-    return [DocumentHead(str(p), int(v), int(u)) for p, v, u in conn.execute(_LIST, params)]
+    return [DocumentHead(str(p), int(v), int(u), int(s)) for p, v, u, s in conn.execute(_LIST, params)]
 
 
 def _search(conn: sqlite3.Connection, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
@@ -172,6 +187,22 @@ def _search(conn: sqlite3.Connection, space: str, query: Query, where: PathFilte
         text = str(snippet[0] or "") if snippet else ""
         hits.append(StoredHit(str(path), -float(rank), one_line(text), int(version)))
     return hits
+
+
+def _records(conn: sqlite3.Connection, after: tuple[str, str]) -> list[DocumentRecord]:
+    """The next ``RECORDS_PAGE`` documents after ``(space, path)``, tombstones included."""
+    return [DocumentRecord(str(space), str(path), int(version), join_title(title, body) if live else None,
+                           bytes(metadata) if live else b"{}", int(updated_at))
+            for space, path, version, live, title, body, metadata, updated_at
+            in conn.execute(_RECORDS, (*after, RECORDS_PAGE))]
+
+
+def _restore(conn: sqlite3.Connection, record: DocumentRecord) -> None:
+    title, body = (None, None) if record.text is None else split_title(record.text)
+    conn.execute(_RESTORE, {"space": record.space, "path": record.path, "version": record.version,
+                            "live": int(not record.deleted), "title": title, "body": body,
+                            "metadata": None if record.deleted else record.metadata,
+                            "updated_at": record.updated_at})
 
 
 class SqliteDocuments:
@@ -196,6 +227,15 @@ class SqliteDocuments:
 
     def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
         return self.db.read(partial(_search, space=space, query=query, where=where, limit=limit))
+
+    def records(self) -> Iterator[DocumentRecord]:
+        after = ("", "")
+        while page := self.db.read(partial(_records, after=after)):
+            yield from page
+            after = (page[-1].space, page[-1].path)
+
+    def restore(self, record: DocumentRecord) -> None:
+        self.db.write(partial(_restore, record=record))
 
 
 class AsyncSqliteDocuments(DocumentsFacet):
@@ -225,3 +265,13 @@ class AsyncSqliteDocuments(DocumentsFacet):
     async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
         return await asyncio.to_thread(self.db.read, partial(_search, space=space, query=query, where=where,
                                                              limit=limit))
+
+    async def records(self) -> AsyncIterator[DocumentRecord]:
+        after = ("", "")
+        while page := await asyncio.to_thread(self.db.read, partial(_records, after=after)):
+            for record in page:
+                yield record
+            after = (page[-1].space, page[-1].path)
+
+    async def restore(self, record: DocumentRecord) -> None:
+        await self.db.awrite(partial(_restore, record=record))

@@ -105,6 +105,16 @@ class SqlitePlatform(PlatformFacet):
 
         return await self.db.awrite(write)
 
+    async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(sql.GET_SESSION, (session.env, session.id)).fetchone()
+            if row is None or sql.session_from_row(row).made != session.made:
+                return False
+            conn.execute(sql.INSERT_SESSION_AGENT, (session.env, session.id, agent))
+            return True
+
+        return await self.db.awrite(write)
+
     async def get_session(self, env: str, session_id: str) -> StoredSession | None:
         row = await self._read(lambda c: c.execute(sql.GET_SESSION, (env, session_id)).fetchone())
         return None if row is None else sql.session_from_row(row)
@@ -308,6 +318,7 @@ def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
         if conn.execute(sql.GET_SESSION, (run.env, run.session_id)).fetchone() is None:
             raise NotFound(f"no session {run.session_id!r}")
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+    conn.execute(sql.INSERT_SESSION_AGENT, (run.env, run.session_id, run.agent))
 
 
 def expire_overdue(conn: sqlite3.Connection, scope: str, now: int, params: tuple[str, ...]) -> int:
