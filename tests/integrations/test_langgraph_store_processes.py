@@ -1,4 +1,4 @@
-"""KeepstateStore from two processes at once, on one SQLite file and on PostgreSQL.
+"""KeepstateStore from two processes at once, on one SQLite file, on PostgreSQL and on Redis.
 
 - A ``put`` of one key never tears: two processes put and read back the same item, each value
   whole only if all its parts name the same writer and step; every read is whole, and the item's
@@ -25,11 +25,11 @@ PARTS = 200
 _spawn = multiprocessing.get_context("spawn")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
-    return str(request.getfixturevalue("pg_url"))
+    return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[request.param]))
 
 
 def _whole(value: dict[str, Any]) -> bool:
