@@ -25,8 +25,8 @@ The subprocess suites learn their target from ``KEEPSTATE_UPSTREAM_TARGET``.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,11 +114,43 @@ def _keepstate_adk_on(url_of: Callable[[pytest.FixtureRequest], str]) -> Callabl
     return lambda request: _keepstate_adk(request, url_of(request))
 
 
+def _keepstate_store_url(conn_string: str) -> str:
+    """The keepstate URL of a LangGraph store test's connection string: the same file, or memory."""
+    return "memory://" if conn_string == ":memory:" else f"sqlite:///{conn_string}"
+
+
+class KeepstateSqliteStore:
+    """``SqliteStore``'s stand-in: ``from_conn_string(path, ttl=...)`` gives a KeepstateStore on it."""
+
+    @staticmethod
+    @contextmanager
+    def from_conn_string(conn_string: str, *, ttl: Any = None) -> Iterator[Any]:
+        from keepstate.integrations.langgraph.store import KeepstateStore
+
+        with KeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+            yield store
+
+
+class KeepstateAsyncSqliteStore:
+    """``AsyncSqliteStore``'s stand-in: an AsyncKeepstateStore on the same file."""
+
+    @staticmethod
+    @asynccontextmanager
+    async def from_conn_string(conn_string: str, *, ttl: Any = None) -> AsyncIterator[Any]:
+        from keepstate.integrations.langgraph.store import AsyncKeepstateStore
+
+        async with AsyncKeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+            yield store
+
+
 # For the subprocess suites, per target: None leaves the suite's own store in place.
 CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
     "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
 }
-STORES: dict[str, dict[str, type[Any]] | None] = {"framework": None}
+STORES: dict[str, dict[str, type[Any]] | None] = {
+    "framework": None,
+    "keepstate-sqlite": {"SqliteStore": KeepstateSqliteStore, "AsyncSqliteStore": KeepstateAsyncSqliteStore},
+}
 SESSIONS: dict[str, type[Any] | None] = {
     "framework": None,
     "keepstate-sqlite": StandInSQLiteSession,  # KeepstateSession on the same SQLite file
