@@ -25,8 +25,9 @@ The subprocess suites learn their target from ``KEEPSTATE_UPSTREAM_TARGET``.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,33 @@ async def _postgres_saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
         yield saver
 
 
+@contextmanager
+def _keepstate_checkpointer_sqlite() -> Iterator[Any]:
+    """keepstate's KeepstateSaver on a fresh SQLite file."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    with tempfile.TemporaryDirectory(prefix="keepstate-saver-") as folder, \
+            KeepstateSaver(f"sqlite:///{folder}/checkpoints.db") as saver:
+        yield saver
+
+
+def _keepstate_saver(fixture: str) -> Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
+    """keepstate's KeepstateSaver on the store URL a fixture gives (a fresh store per saver)."""
+
+    @asynccontextmanager
+    async def saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+        from keepstate.integrations.langgraph import KeepstateSaver
+
+        if fixture == "tmp_path":
+            url = f"sqlite:///{request.getfixturevalue('tmp_path')}/saver-{os.urandom(4).hex()}.db"
+        else:
+            url = str(request.getfixturevalue(fixture))
+        async with KeepstateSaver(url) as opened:
+            yield opened
+
+    return saver
+
+
 @asynccontextmanager
 async def _in_memory_adk(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     from google.adk.sessions import InMemorySessionService
@@ -99,6 +127,7 @@ async def _sqlite_adk(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
 # For the subprocess suites, per target: None leaves the suite's own store in place.
 CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
     "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
+    "keepstate-sqlite": _keepstate_checkpointer_sqlite,
 }
 STORES: dict[str, dict[str, type[Any]] | None] = {"framework": None}
 SESSIONS: dict[str, type[Any] | None] = {"framework": None}
@@ -108,6 +137,8 @@ SESSIONS: dict[str, type[Any] | None] = {"framework": None}
 CONFORMANCE_SAVERS: dict[str, InProcess] = {
     "InMemorySaver": InProcess(_in_memory_saver),
     "AsyncPostgresSaver": InProcess(_postgres_saver, frozenset({"prune"})),
+    "keepstate-sqlite": InProcess(_keepstate_saver("tmp_path"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-postgres": InProcess(_keepstate_saver("pg_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
 }
 ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),

@@ -1,0 +1,1 @@
+"""keepstate inside the agent frameworks: one module per framework, each behind its extra."""
