@@ -65,6 +65,10 @@ def _plain_msgpack(data: bytes) -> tuple[Any] | None:
     return (value,)
 
 
+def decoded(serde: Any, items: Sequence[Encoded]) -> list[Any]:
+    return [decode(serde, item) for item in items]
+
+
 def plain(serde: Any, value: Any) -> Record:
     return {"v": encode(serde, value)}
 

@@ -21,6 +21,8 @@ from typing import Any
 from . import blobs
 
 Version = str | int | float
+View = tuple[Version | None, tuple[Any, ...]]
+"""LangGraph's own version and value of a channel, where they differ from what is stored."""
 MISSING: Any = object()
 """A channel without a value in the checkpoint (or without a stored blob)."""
 
@@ -47,42 +49,50 @@ class Stored:
     record: blobs.Record | None = None
     items: tuple[Any, ...] | None = None
     appended: Sequence[Any] | None = None
-    view: tuple[Version, tuple[Any, ...]] | None = None
+    view: View | None = None
 
 
 def written(serde: Any, version: Version, value: Any, base: Side) -> Stored:
     """A channel LangGraph wrote, stored on ``base`` (its parent's stored value) without merging."""
     if value is MISSING:
         return Stored(version, blobs.EMPTY)
-    if not isinstance(value, list):
+    if type(value) is not list:  # a subclass (or a named tuple) is a value of its own, kept whole
         return Stored(version, blobs.plain(serde, value))
-    items = tuple(value)
-    if isinstance(base.value, list | tuple) and base.version is not None and blobs.extends(items, base.value):
-        tail = items[len(base.value):]
-        if base.depth < blobs.SNAPSHOT_EVERY:
-            return Stored(version, blobs.delta(serde, base.version, tail, len(items), base.depth + 1), items, tail)
-        return Stored(version, blobs.full(serde, items), items, tail)
-    return Stored(version, blobs.full(serde, items), items)
+    if _is_list(base.value) and base.version is not None and blobs.extends(value, base.value):
+        tail = value[len(base.value):]
+        return _extended(serde, version, base, tail)
+    record = blobs.full(serde, value)
+    return Stored(version, record, tuple(blobs.decoded(serde, record["items"])))
+
+
+def _extended(serde: Any, version: Version, base: Side, tail: Sequence[Any]) -> Stored:
+    """``base``'s list with ``tail`` appended: a delta on it, or a snapshot once the chain is long.
+    The cache gets ``base``'s items and fresh copies of the tail's (never LangGraph's own objects,
+    which the application may go on changing)."""
+    length = len(base.value) + len(tail)
+    if base.depth < blobs.SNAPSHOT_EVERY:
+        record = blobs.delta(serde, base.version, tail, length, base.depth + 1)  # type: ignore[arg-type]
+        added = record["tail"]
+    else:
+        record = blobs.full(serde, (*base.value, *tail))
+        added = record["items"][len(base.value):]
+    return Stored(version, record, (*base.value, *blobs.decoded(serde, added)), tail)
 
 
 def merged(serde: Any, given: Side, view: Side, base: Side,
            next_version: Callable[[Version], Version]) -> Stored | None:
     """A channel rebased from what this process saw (``view``) onto ``base``; None if it cannot be."""
-    if not (_is_list(given.value) and _is_list(view.value) and _is_list(base.value)):
+    seen = () if view.value is MISSING else view.value  # a channel this process has not seen yet
+    if not (_is_list(given.value) and _is_list(seen) and _is_list(base.value)):
         return None
-    if not blobs.extends(given.value, view.value) or base.version is None or given.version is None:
+    if not blobs.extends(given.value, seen) or base.version is None or given.version is None:
         return None
-    tail = tuple(given.value[len(view.value):])
-    items = (*base.value, *tail)
-    seen = (given.version, tuple(given.value))
+    tail = tuple(given.value[len(seen):])
+    view_now = (given.version, tuple(given.value))
     if not tail:
-        return Stored(base.version, None, items, (), seen)
-    version = next_version(highest(given.version, base.version))
-    if base.depth < blobs.SNAPSHOT_EVERY:
-        record = blobs.delta(serde, base.version, tail, len(items), base.depth + 1)
-    else:
-        record = blobs.full(serde, items)
-    return Stored(version, record, items, tail, seen)
+        return Stored(base.version, None, tuple(base.value), (), view_now)
+    stored = _extended(serde, next_version(highest(given.version, base.version)), base, tail)
+    return Stored(stored.version, stored.record, stored.items, tail, view_now)
 
 
 def same(view: Side, base: Side) -> bool:
@@ -99,4 +109,5 @@ def highest(*versions: Version) -> Version:
 
 
 def _is_list(value: Any) -> bool:
-    return isinstance(value, list | tuple)
+    """A plain list (as LangGraph gives it, or a tuple as the cache keeps it), not a subclass."""
+    return type(value) in (list, tuple)

@@ -51,12 +51,14 @@ from keepstate.protocol import MAX_BATCH_OPS, MAX_LIST_READ
 
 from . import blobs, keys, readable
 from .cache import Lru
-from .rebase import MISSING, Side, Stored, Version, merged, same, written
+from .rebase import MISSING, Side, Stored, Version, View, merged, same, written
 
 PUT_TRIES = 64
 LIST_CACHE = 256
 """Decoded list values kept per saver (each a tuple of references, not a copy of the items)."""
 RECORD_CACHE = 1024
+EMPTY_THREAD = ""
+"""What this process saw as the latest of a namespace that had no checkpoint yet."""
 
 Found = list[CheckpointTuple]
 Writes = list[tuple[str, str, Any]]
@@ -69,7 +71,7 @@ class _Plan:
 
     versions: dict[str, Version] = field(default_factory=dict)
     stored: dict[str, Stored] = field(default_factory=dict)
-    views: dict[str, tuple[Version, tuple[Any, ...]]] = field(default_factory=dict)
+    views: dict[str, View] = field(default_factory=dict)
 
 
 class KeepstateSaver(BaseCheckpointSaver[str]):
@@ -88,7 +90,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._lock = threading.RLock()
         self._lists: Lru[tuple[str, str, str, Version], tuple[tuple[Any, ...], int]] = Lru(LIST_CACHE)
         self._versions: Lru[tuple[str, str, str], dict[str, Version]] = Lru(RECORD_CACHE)
-        self._views: Lru[tuple[str, str, str], dict[str, tuple[Version, tuple[Any, ...]]]] = Lru(RECORD_CACHE)
+        self._views: Lru[tuple[str, str, str], dict[str, View]] = Lru(RECORD_CACHE)
         self._seen: Lru[tuple[str, str], str] = Lru(RECORD_CACHE)
         self._known: set[str] = set()
 
@@ -135,10 +137,10 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         with self._lock:
             scope = self._thread(thread_key)
             record = self._record(scope, ns, wanted) if wanted else self._latest(scope, ns)
+            if not wanted:
+                self._seen.put((thread_key, ns), record["id"] if record else EMPTY_THREAD)
             if record is None:
                 return None
-            if not wanted:
-                self._seen.put((thread_key, ns), record["id"])
             self._views.pop((thread_key, ns, record["id"]))
             return self._tuple(scope, thread_id, thread_key, record)
 
@@ -203,7 +205,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         for channel, version in versions.items():
             side = self._side(scope, thread_key, ns, channel, version)
             if side.value is not MISSING:
-                values[channel] = list(side.value) if isinstance(side.value, tuple) else side.value
+                values[channel] = list(side.value) if type(side.value) is tuple else side.value  # the cache's
         checkpoint: Checkpoint = {**blobs.decode(self.serde, record["checkpoint"]),  # type: ignore[typeddict-item]
                                   "channel_versions": dict(versions), "channel_values": values}
         parent = record.get("parent")
@@ -298,8 +300,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
     def _plan(self, scope: Scope, thread_key: str, ns: str, parent: str | None, head: str | None,
               checkpoint: Checkpoint, new_versions: ChannelVersions) -> _Plan:
         """How each channel of ``checkpoint`` is stored, given the thread's current head."""
-        raced = (parent is not None and head is not None and head != parent
-                 and self._seen.get((thread_key, ns)) == parent)
+        raced = head is not None and head != parent and self._seen.get((thread_key, ns)) == (parent or EMPTY_THREAD)
         view = self._views.get((thread_key, ns, parent)) if parent else None
         base_id = head if raced else parent
         parent_versions = self._stored_versions(scope, thread_key, ns, parent)
@@ -317,10 +318,22 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                 continue
             self._plan_rebased(scope, thread_key, ns, plan, channel, version, values.get(channel, MISSING), wrote,
                                (view or {}).get(channel), parent_versions, base_versions)
+        if rebasing:
+            self._carry_over(plan, checkpoint, parent_versions, base_versions, view or {})
         return plan
 
+    @staticmethod
+    def _carry_over(plan: _Plan, checkpoint: Checkpoint, parent_versions: dict[str, Version],
+                    base_versions: dict[str, Version], view: dict[str, View]) -> None:
+        """The channels another process created since this one read the thread: kept, and
+        remembered as unseen so that this process's later values are merged into them."""
+        for channel, version in base_versions.items():
+            if channel not in checkpoint["channel_versions"] and channel not in parent_versions and channel not in view:
+                plan.versions[channel] = version
+                plan.views[channel] = (None, ())
+
     def _plan_rebased(self, scope: Scope, thread_key: str, ns: str, plan: _Plan, channel: str, version: Version,
-                      value: Any, wrote: bool, seen: tuple[Version, tuple[Any, ...]] | None,
+                      value: Any, wrote: bool, seen: View | None,
                       parent_versions: dict[str, Version], base_versions: dict[str, Version]) -> None:
         view = Side(*seen) if seen else self._side(scope, thread_key, ns, channel, parent_versions.get(channel))
         base = self._side(scope, thread_key, ns, channel, base_versions.get(channel))
