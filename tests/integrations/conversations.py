@@ -213,10 +213,19 @@ def openai_sqlite_session(path: str, conversation_id: str) -> Conversation:
     return OpenAISessionConversation(SQLiteSession(conversation_id, path))
 
 
+def keepstate_saver(location: str, conversation_id: str) -> Conversation:
+    """keepstate's KeepstateSaver under the same graph; ``location`` is a store URL or a SQLite path."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    saver = KeepstateSaver(location if "://" in location else f"sqlite:///{location}")
+    return CheckpointerConversation(saver, conversation_id, on_close=saver.close)
+
+
 # name -> opener(location, conversation_id); a framework store's location is a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteSaver": langgraph_sqlite_saver,
     "LangGraph SqliteStore": langgraph_sqlite_store,
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
+    "keepstate-saver": keepstate_saver,
 }
