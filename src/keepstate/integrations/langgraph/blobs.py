@@ -23,8 +23,10 @@ import ormsgpack
 from keepstate import values
 from keepstate.errors import InvalidValue
 
-SNAPSHOT_EVERY = 32
-"""Deltas in a row before a full snapshot: bounds the records a cold read of a list walks."""
+SNAPSHOT_EVERY = 256
+"""Deltas in a row before a full snapshot: bounds the records a cold read of a list walks (once per
+process and thread: the walk stops at the first version in the cache), and spreads the snapshot's
+cost, which grows with the list, over that many writes."""
 PART_BYTES = 512 * 1024
 """The most encoded items one part of a snapshot holds (a keepstate value holds 1 MiB)."""
 

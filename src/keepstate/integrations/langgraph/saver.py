@@ -15,8 +15,8 @@ Every put is one atomic batch guarded by the head's version; a put whose head mo
 is planned again. When another process moved the head while this one ran, list channels are merged
 (rebase.py): two processes invoking one thread lose nothing.
 
-The async face runs the sync core in a worker thread (the embedded store's calls are blocking and
-thread-safe); one lock orders the calls of one saver, whose caches they share.
+Both faces run the sync core on the saver's one worker thread: it orders the calls, which share the
+caches, and keeps one connection of the store (LangGraph calls from a new thread each invoke).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -63,6 +64,7 @@ EMPTY_THREAD = ""
 Found = list[CheckpointTuple]
 Writes = list[tuple[str, str, Any]]
 Tails = list[list[blobs.Encoded]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -87,7 +89,10 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self.store = _store if _store is not None else keepstate.open(url)
         self._owns_store = _store is None
         self._env = env
-        self._lock = threading.RLock()
+        self._on_worker = threading.local()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keepstate-saver",
+                                          initializer=lambda: setattr(self._on_worker, "yes", True))
+        self._closed = False
         self._lists: Lru[tuple[str, str, str, Version], tuple[tuple[Any, ...], int]] = Lru(LIST_CACHE)
         self._versions: Lru[tuple[str, str, str], dict[str, Version]] = Lru(RECORD_CACHE)
         self._views: Lru[tuple[str, str, str], dict[str, View]] = Lru(RECORD_CACHE)
@@ -102,8 +107,13 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
     # -- lifecycle
 
     def close(self) -> None:
+        """End the worker thread, and close the store if this saver opened it."""
+        if self._closed:
+            return
+        self._closed = True
         if self._owns_store:
-            self.store.close()
+            self._worker.submit(self.store.close).result()
+        self._worker.shutdown()
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -130,26 +140,19 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     # -- reading
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
         thread_id, ns = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
         thread_key, wanted = keys.thread_key(thread_id), get_checkpoint_id(config)
-        with self._lock:
-            scope = self._thread(thread_key)
-            record = self._record(scope, ns, wanted) if wanted else self._latest(scope, ns)
-            if not wanted:
-                self._seen.put((thread_key, ns), record["id"] if record else EMPTY_THREAD)
-            if record is None:
-                return None
-            self._views.pop((thread_key, ns, record["id"]))
-            return self._tuple(scope, thread_id, thread_key, record)
+        scope = self._thread(thread_key)
+        record = self._record(scope, ns, wanted) if wanted else self._latest(scope, ns)
+        if not wanted:
+            self._seen.put((thread_key, ns), record["id"] if record else EMPTY_THREAD)
+        if record is None:
+            return None
+        self._views.pop((thread_key, ns, record["id"]))
+        return self._tuple(scope, thread_id, thread_key, record)
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
-        """Newest first within each thread; ``config=None`` lists every thread of the store."""
-        with self._lock:
-            found = self._listed(config, filter or {}, before, limit)
-        yield from found
 
     def _listed(self, config: RunnableConfig | None, wanted: dict[str, Any], before: RunnableConfig | None,
                 limit: int | None) -> Found:
@@ -273,28 +276,27 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     # -- writing
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+    def _put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
         configurable = config["configurable"]
         thread_id, ns = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
         parent: str | None = configurable.get("checkpoint_id")
         thread_key = keys.thread_key(thread_id)
         meta = get_checkpoint_metadata(config, metadata)
-        with self._lock:
-            self._register(thread_id, thread_key)
-            scope = self._thread(thread_key)
-            for attempt in range(PUT_TRIES):
-                head = scope.get_versioned(keys.head(ns))
-                plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
-                                  checkpoint, new_versions)
-                try:
-                    self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head.version)
-                    break
-                except VersionConflict:
-                    time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
-            else:
-                raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_TRIES} tries")
-            self._remember(thread_key, ns, checkpoint["id"], plan)
+        self._register(thread_id, thread_key)
+        scope = self._thread(thread_key)
+        for attempt in range(PUT_TRIES):
+            head = scope.get_versioned(keys.head(ns))
+            plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
+                              checkpoint, new_versions)
+            try:
+                self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head.version)
+                break
+            except VersionConflict:
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
+        else:
+            raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_TRIES} tries")
+        self._remember(thread_key, ns, checkpoint["id"], plan)
         return _config(thread_id, ns, checkpoint["id"])
 
     def _plan(self, scope: Scope, thread_key: str, ns: str, parent: str | None, head: str | None,
@@ -435,7 +437,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         if thread_key not in self._known:
             self.store.register_session(thread_key, keys.AGENT, metadata={"thread_id": thread_id}, env=self._env)
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+    def _put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
         configurable = config["configurable"]
         ns, checkpoint_id = configurable.get("checkpoint_ns", ""), configurable["checkpoint_id"]
@@ -446,57 +448,54 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     # -- deleting, copying, pruning
 
-    def delete_thread(self, thread_id: str) -> None:
+    def _delete_thread(self, thread_id: str) -> None:
         thread_key = keys.thread_key(str(thread_id))
-        with self._lock:
-            scope = self._thread(thread_key)
-            _delete_keys(scope, [key for key, _ in scope.keys()])
-            self._index().delete(keys.thread_entry(thread_key))
-            self._forget(thread_key)
+        scope = self._thread(thread_key)
+        _delete_keys(scope, [key for key, _ in scope.keys()])
+        self._index().delete(keys.thread_entry(thread_key))
+        self._forget(thread_key)
 
     def _forget(self, thread_key: str) -> None:
         self._known.discard(thread_key)
         for cache in (self._lists, self._versions, self._views, self._seen):
             cache.drop(lambda key: key[0] == thread_key)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Every checkpoint, blob and write of the source under the target (heads last, so the
         target's latest appears once everything it needs is there)."""
         source_key, target_key = keys.thread_key(str(source_thread_id)), keys.thread_key(str(target_thread_id))
-        with self._lock:
-            source, target = self._thread(source_key), self._thread(target_key)
-            names = sorted((key for key, _ in source.keys()), key=lambda key: key.startswith(f"{keys.HEAD}."))
-            if not names:
-                return
-            self._register(str(target_thread_id), target_key)
-            runs = []
-            for start in range(0, len(names), MAX_BATCH_OPS):
-                with target.batch() as batch:
-                    for name in names[start:start + MAX_BATCH_OPS]:
-                        value = source.get(name)
-                        batch.put(name, value)
-                        if name.startswith(f"{keys.CHECKPOINT}.") and value.get("run_id") is not None:
-                            runs.append((value["run_id"], [target_key, value["ns"], value["id"]]))
-            index = self._index()
-            index.put(keys.thread_entry(target_key), {"thread_id": str(target_thread_id)})
-            for run_id, entry in runs:
-                index.append(keys.run_entry(run_id), [entry])
-            self._forget(target_key)
-            self._known.add(target_key)
+        source, target = self._thread(source_key), self._thread(target_key)
+        names = sorted((key for key, _ in source.keys()), key=lambda key: key.startswith(f"{keys.HEAD}."))
+        if not names:
+            return
+        self._register(str(target_thread_id), target_key)
+        runs = []
+        for start in range(0, len(names), MAX_BATCH_OPS):
+            with target.batch() as batch:
+                for name in names[start:start + MAX_BATCH_OPS]:
+                    value = source.get(name)
+                    batch.put(name, value)
+                    if name.startswith(f"{keys.CHECKPOINT}.") and value.get("run_id") is not None:
+                        runs.append((value["run_id"], [target_key, value["ns"], value["id"]]))
+        index = self._index()
+        index.put(keys.thread_entry(target_key), {"thread_id": str(target_thread_id)})
+        for run_id, entry in runs:
+            index.append(keys.run_entry(run_id), [entry])
+        self._forget(target_key)
+        self._known.add(target_key)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Every checkpoint the runs wrote, with its writes, in every thread (the thread's latest
         becomes its newest remaining checkpoint)."""
-        with self._lock:
-            index = self._index()
-            for run_id in run_ids:
-                entries = _all_items(index, keys.run_entry(str(run_id)))
-                for thread_key, ns, checkpoint_id in entries:
-                    scope = self._thread(thread_key)
-                    _delete_keys(scope, [keys.checkpoint(ns, checkpoint_id), keys.writes(ns, checkpoint_id)])
-                    self._repoint_head(scope, ns)
-                    self._forget(thread_key)
-                index.delete(keys.run_entry(str(run_id)))
+        index = self._index()
+        for run_id in run_ids:
+            entries = _all_items(index, keys.run_entry(str(run_id)))
+            for thread_key, ns, checkpoint_id in entries:
+                scope = self._thread(thread_key)
+                _delete_keys(scope, [keys.checkpoint(ns, checkpoint_id), keys.writes(ns, checkpoint_id)])
+                self._repoint_head(scope, ns)
+                self._forget(thread_key)
+            index.delete(keys.run_entry(str(run_id)))
 
     def _repoint_head(self, scope: Scope, ns: str) -> None:
         head = scope.get(keys.head(ns))
@@ -508,17 +507,16 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         else:
             scope.put(keys.head(ns), {"id": newest["id"], "ns": ns})
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         """``keep_latest``: each namespace keeps its latest checkpoint and that one's writes, its list
         channels rewritten as snapshots so nothing older is needed; ``delete``: the whole thread."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
             if strategy == "delete":
-                self.delete_thread(thread_id)
+                self._delete_thread(thread_id)
             else:
-                with self._lock:
-                    self._keep_latest(str(thread_id))
+                self._keep_latest(str(thread_id))
 
     def _keep_latest(self, thread_id: str) -> None:
         thread_key = keys.thread_key(thread_id)
@@ -557,36 +555,74 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         number = 0 if current is None else int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
 
-    # -- the async face
+    # -- the faces: every call runs on the saver's one worker thread
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the worker: one thread, hence one connection of the store, orders every
+        call (LangGraph calls from a new thread each invoke; a connection per thread costs an open,
+        and SQLite's busy wait between connections more than this queue)."""
+        if getattr(self._on_worker, "yes", False):
+            return fn(*args)
+        return self._worker.submit(fn, *args).result()
+
+    async def _acall(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self._worker.submit(fn, *args))
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._call(self._get_tuple, config)
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        """Newest first within each thread; ``config=None`` lists every thread of the store."""
+        yield from self._call(self._listed, config, filter or {}, before, limit)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        return self._call(self._put, config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        self._call(self._put_writes, config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._call(self._delete_thread, thread_id)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._call(self._copy_thread, source_thread_id, target_thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._call(self._delete_for_runs, run_ids)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._call(self._prune, thread_ids, strategy)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+        return await self._acall(self._get_tuple, config)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(lambda: [*self.list(config, filter=filter, before=before, limit=limit)])
-        for item in found:
+        for item in await self._acall(self._listed, config, filter or {}, before, limit):
             yield item
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await self._acall(self._put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        await self._acall(self._put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await self._acall(self._delete_thread, thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        await self._acall(self._copy_thread, source_thread_id, target_thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        await self._acall(self._delete_for_runs, run_ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+        await self._acall(self._prune, thread_ids, strategy)
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
