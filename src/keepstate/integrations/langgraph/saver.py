@@ -98,6 +98,8 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._views: Lru[tuple[str, str, str], dict[str, View]] = Lru(RECORD_CACHE)
         self._seen: Lru[tuple[str, str], str] = Lru(RECORD_CACHE)
         self._known: set[str] = set()
+        self._runs: Lru[tuple[str, str, str], bool] = Lru(RECORD_CACHE)
+        """(run, thread, namespace) already in the run index: one entry per run there, not per checkpoint."""
 
     @classmethod
     def from_store(cls, store: Store, *, serde: SerializerProtocol | None = None,
@@ -296,7 +298,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                 time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
         else:
             raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_TRIES} tries")
-        self._remember(thread_key, ns, checkpoint["id"], plan)
+        self._remember(thread_key, ns, checkpoint["id"], meta.get("run_id"), plan)
         return _config(thread_id, ns, checkpoint["id"])
 
     def _plan(self, scope: Scope, thread_key: str, ns: str, parent: str | None, head: str | None,
@@ -404,8 +406,8 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             index = batch.on(self._index())
             if thread_key not in self._known:
                 index.put(keys.thread_entry(thread_key), {"thread_id": thread_id})
-            if record["run_id"] is not None:
-                index.append(keys.run_entry(record["run_id"]), [[thread_key, ns, record["id"]]])
+            if record["run_id"] is not None and self._runs.get((record["run_id"], thread_key, ns)) is None:
+                index.append(keys.run_entry(record["run_id"]), [[thread_key, ns]])
 
     def _blob_writes(self, ns: str, plan: _Plan) -> Iterator[tuple[str, Any]]:
         for channel, stored in plan.stored.items():
@@ -421,10 +423,12 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                 yield keys.blob_part(name, index), part
             yield name, head
 
-    def _remember(self, thread_key: str, ns: str, checkpoint_id: str, plan: _Plan) -> None:
+    def _remember(self, thread_key: str, ns: str, checkpoint_id: str, run_id: str | None, plan: _Plan) -> None:
         self._known.add(thread_key)
         self._seen.put((thread_key, ns), checkpoint_id)
         self._versions.put((thread_key, ns, checkpoint_id), plan.versions)
+        if run_id is not None:
+            self._runs.put((run_id, thread_key, ns), True)
         for channel, stored in plan.stored.items():
             if stored.items is not None:
                 depth = 0 if stored.record is None or "base" not in stored.record else blobs.depth(stored.record)
@@ -459,6 +463,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._known.discard(thread_key)
         for cache in (self._lists, self._versions, self._views, self._seen):
             cache.drop(lambda key: key[0] == thread_key)
+        self._runs.drop(lambda key: key[1] == thread_key)
 
     def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Every checkpoint, blob and write of the source under the target (heads last, so the
@@ -469,18 +474,18 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         if not names:
             return
         self._register(str(target_thread_id), target_key)
-        runs = []
+        runs: set[tuple[str, str]] = set()
         for start in range(0, len(names), MAX_BATCH_OPS):
             with target.batch() as batch:
                 for name in names[start:start + MAX_BATCH_OPS]:
                     value = source.get(name)
                     batch.put(name, value)
                     if name.startswith(f"{keys.CHECKPOINT}.") and value.get("run_id") is not None:
-                        runs.append((value["run_id"], [target_key, value["ns"], value["id"]]))
+                        runs.add((value["run_id"], value["ns"]))
         index = self._index()
         index.put(keys.thread_entry(target_key), {"thread_id": str(target_thread_id)})
-        for run_id, entry in runs:
-            index.append(keys.run_entry(run_id), [entry])
+        for run_id, ns in sorted(runs):
+            index.append(keys.run_entry(run_id), [[target_key, ns]])
         self._forget(target_key)
         self._known.add(target_key)
 
@@ -489,10 +494,11 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         becomes its newest remaining checkpoint)."""
         index = self._index()
         for run_id in run_ids:
-            entries = _all_items(index, keys.run_entry(str(run_id)))
-            for thread_key, ns, checkpoint_id in entries:
+            for thread_key, ns in {tuple(entry) for entry in _all_items(index, keys.run_entry(str(run_id)))}:
                 scope = self._thread(thread_key)
-                _delete_keys(scope, [keys.checkpoint(ns, checkpoint_id), keys.writes(ns, checkpoint_id)])
+                doomed = [record["id"] for record in self._records(scope, ns) if record.get("run_id") == run_id]
+                _delete_keys(scope, [name for checkpoint_id in doomed
+                                     for name in (keys.checkpoint(ns, checkpoint_id), keys.writes(ns, checkpoint_id))])
                 self._repoint_head(scope, ns)
                 self._forget(thread_key)
             index.delete(keys.run_entry(str(run_id)))
