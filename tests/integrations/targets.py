@@ -139,6 +139,7 @@ CONFORMANCE_SAVERS: dict[str, InProcess] = {
     "AsyncPostgresSaver": InProcess(_postgres_saver, frozenset({"prune"})),
     "keepstate-sqlite": InProcess(_keepstate_saver("tmp_path"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
     "keepstate-postgres": InProcess(_keepstate_saver("pg_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-redis": InProcess(_keepstate_saver("redis_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
 }
 ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),

@@ -1,8 +1,9 @@
 """Two savers (as two processes would) continuing one thread at once: the latest checkpoint holds
 both writers' messages; and a deliberate fork (time travel from an older checkpoint) stays a fork.
 
-Saver A's node runs a whole invoke of saver B on the same thread before it returns, so B's
-checkpoints land between A's read of the thread and A's next write, every time.
+On SQLite, PostgreSQL and Redis. Saver A's node runs a whole invoke of saver B on the same thread
+before it returns, so B's checkpoints land between A's read of the thread and A's next write, every
+time.
 """
 
 from __future__ import annotations
@@ -34,11 +35,18 @@ def _texts(graph: Any, config: Any) -> list[str]:
     return [message.content for message in graph.get_state(config).values["messages"]]
 
 
+def _store_url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if store == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[store]))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "redis"])
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("opened_first", [True, False])
-def test_a_writer_that_raced_another_keeps_both_writers_messages(tmp_path: Path, durability: str,
-                                                                opened_first: bool) -> None:
-    url, config = f"sqlite:///{tmp_path / 'store.db'}", {"configurable": {"thread_id": "t"}}
+def test_a_writer_that_raced_another_keeps_both_writers_messages(store: str, durability: str, opened_first: bool,
+                                                                tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    url, config = _store_url(store, tmp_path, request), {"configurable": {"thread_id": "t"}}
     with KeepstateSaver(url) as first, KeepstateSaver(url) as second:
         other = _graph(second, lambda state: {"messages": [AIMessage("reply-b", id=uuid.uuid4().hex)]})
         if opened_first:
