@@ -48,9 +48,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 import keepstate
 from keepstate import Scope, Store
 from keepstate.errors import TooLarge, VersionConflict
-from keepstate.protocol import MAX_BATCH_OPS, MAX_LIST_READ
+from keepstate.protocol import MAX_BATCH_OPS
 
-from . import blobs, keys, readable
+from . import blobs, keys, maintenance, readable
 from .cache import Lru
 from .rebase import MISSING, Side, Stored, Version, View, merged, same, written
 
@@ -270,7 +270,7 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         """The checkpoint's writes, one per (task, index) — the first for regular writes, the last for
         special ones (errors, interrupts), as LangGraph's savers keep them — in ``writes_sort_key`` order."""
         kept: dict[tuple[str, int], list[Any]] = {}
-        for task_id, index, channel, value, path in _all_items(scope, keys.writes(ns, checkpoint_id)):
+        for task_id, index, channel, value, path in maintenance.all_items(scope, keys.writes(ns, checkpoint_id)):
             if index < 0 or (task_id, index) not in kept:
                 kept[(task_id, index)] = [task_id, channel, value, path]
         ordered = sorted(kept.items(), key=lambda entry: writes_sort_key(entry[1][3], *entry[0]))
@@ -452,109 +452,11 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     # -- deleting, copying, pruning
 
-    def _delete_thread(self, thread_id: str) -> None:
-        thread_key = keys.thread_key(str(thread_id))
-        scope = self._thread(thread_key)
-        _delete_keys(scope, [key for key, _ in scope.keys()])
-        self._index().delete(keys.thread_entry(thread_key))
-        self._forget(thread_key)
-
     def _forget(self, thread_key: str) -> None:
         self._known.discard(thread_key)
         for cache in (self._lists, self._versions, self._views, self._seen):
             cache.drop(lambda key: key[0] == thread_key)
         self._runs.drop(lambda key: key[1] == thread_key)
-
-    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Every checkpoint, blob and write of the source under the target (heads last, so the
-        target's latest appears once everything it needs is there)."""
-        source_key, target_key = keys.thread_key(str(source_thread_id)), keys.thread_key(str(target_thread_id))
-        source, target = self._thread(source_key), self._thread(target_key)
-        names = sorted((key for key, _ in source.keys()), key=lambda key: key.startswith(f"{keys.HEAD}."))
-        if not names:
-            return
-        self._register(str(target_thread_id), target_key)
-        runs: set[tuple[str, str]] = set()
-        for start in range(0, len(names), MAX_BATCH_OPS):
-            with target.batch() as batch:
-                for name in names[start:start + MAX_BATCH_OPS]:
-                    value = source.get(name)
-                    batch.put(name, value)
-                    if name.startswith(f"{keys.CHECKPOINT}.") and value.get("run_id") is not None:
-                        runs.add((value["run_id"], value["ns"]))
-        index = self._index()
-        index.put(keys.thread_entry(target_key), {"thread_id": str(target_thread_id)})
-        for run_id, ns in sorted(runs):
-            index.append(keys.run_entry(run_id), [[target_key, ns]])
-        self._forget(target_key)
-        self._known.add(target_key)
-
-    def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Every checkpoint the runs wrote, with its writes, in every thread (the thread's latest
-        becomes its newest remaining checkpoint)."""
-        index = self._index()
-        for run_id in run_ids:
-            for thread_key, ns in {tuple(entry) for entry in _all_items(index, keys.run_entry(str(run_id)))}:
-                scope = self._thread(thread_key)
-                doomed = [record["id"] for record in self._records(scope, ns) if record.get("run_id") == run_id]
-                _delete_keys(scope, [name for checkpoint_id in doomed
-                                     for name in (keys.checkpoint(ns, checkpoint_id), keys.writes(ns, checkpoint_id))])
-                self._repoint_head(scope, ns)
-                self._forget(thread_key)
-            index.delete(keys.run_entry(str(run_id)))
-
-    def _repoint_head(self, scope: Scope, ns: str) -> None:
-        head = scope.get(keys.head(ns))
-        if head is None or scope.get(keys.checkpoint(ns, head["id"])) is not None:
-            return
-        newest = next(self._records(scope, ns), None)
-        if newest is None:
-            scope.delete(keys.head(ns))
-        else:
-            scope.put(keys.head(ns), {"id": newest["id"], "ns": ns})
-
-    def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        """``keep_latest``: each namespace keeps its latest checkpoint and that one's writes, its list
-        channels rewritten as snapshots so nothing older is needed; ``delete``: the whole thread."""
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                self._delete_thread(thread_id)
-            else:
-                self._keep_latest(str(thread_id))
-
-    def _keep_latest(self, thread_id: str) -> None:
-        thread_key = keys.thread_key(thread_id)
-        scope = self._thread(thread_key)
-        kept: set[str] = set()
-        for head_key, _ in list(scope.keys(f"{keys.HEAD}.")):
-            record = self._latest(scope, scope.get(head_key)["ns"])
-            if record is not None:
-                kept |= self._snapshot(scope, thread_key, record)
-        doomed = [key for key, _ in scope.keys() if _prunable(key) and key not in kept and _owner(key) not in kept]
-        _delete_keys(scope, doomed)
-        self._forget(thread_key)
-
-    def _snapshot(self, scope: Scope, thread_key: str, record: dict[str, Any]) -> set[str]:
-        """Rewrite the checkpoint's delta blobs as full ones; the keys it still needs."""
-        ns = record["ns"]
-        needed = {keys.checkpoint(ns, record["id"]), keys.writes(ns, record["id"])}
-        for channel, version in record["versions"].items():
-            name = keys.blob(ns, channel, version)
-            needed.add(name)
-            stored = scope.get(name)
-            if stored is not None and "base" in stored:
-                side = self._side(scope, thread_key, ns, channel, version)
-                snapshot = blobs.full(self.serde, side.value)
-                parted = blobs.split(snapshot)
-                with scope.batch() as batch:
-                    if parted is not None:
-                        snapshot, parts = parted
-                        for index, part in enumerate(parts):
-                            batch.put(keys.blob_part(name, index), part)
-                    batch.put(name, snapshot)
-        return needed
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``NNNN(32 digits).random``: increasing, and two processes never pick the same one."""
@@ -591,16 +493,16 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._call(self._put_writes, config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._call(self._delete_thread, thread_id)
+        self._call(maintenance.delete_thread, self, thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._call(self._copy_thread, source_thread_id, target_thread_id)
+        self._call(maintenance.copy_thread, self, source_thread_id, target_thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._call(self._delete_for_runs, run_ids)
+        self._call(maintenance.delete_for_runs, self, run_ids)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._call(self._prune, thread_ids, strategy)
+        self._call(maintenance.prune, self, thread_ids, strategy)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._acall(self._get_tuple, config)
@@ -619,45 +521,17 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         await self._acall(self._put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._acall(self._delete_thread, thread_id)
+        await self._acall(maintenance.delete_thread, self, thread_id)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._acall(self._copy_thread, source_thread_id, target_thread_id)
+        await self._acall(maintenance.copy_thread, self, source_thread_id, target_thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._acall(self._delete_for_runs, run_ids)
+        await self._acall(maintenance.delete_for_runs, self, run_ids)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._acall(self._prune, thread_ids, strategy)
+        await self._acall(maintenance.prune, self, thread_ids, strategy)
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
-
-
-def _all_items(scope: Scope, key: str) -> list[Any]:
-    """Every item of a list, page by page ([] when absent)."""
-    page = scope.items(key, 0, MAX_LIST_READ)
-    found = list(page.items)
-    while len(found) < page.length:
-        page = scope.items(key, len(found), MAX_LIST_READ)
-        if not page.items:
-            break
-        found += page.items
-    return found
-
-
-def _delete_keys(scope: Scope, names: Sequence[str]) -> None:
-    for start in range(0, len(names), MAX_BATCH_OPS):
-        with scope.batch() as batch:
-            for name in names[start:start + MAX_BATCH_OPS]:
-                batch.delete(name)
-
-
-def _prunable(key: str) -> bool:
-    return key.startswith((f"{keys.CHECKPOINT}.", f"{keys.BLOB}.", f"{keys.WRITES}."))
-
-
-def _owner(key: str) -> str:
-    """The blob a snapshot part belongs to (``blob.ns.channel.version.pN``); else the key itself."""
-    return key.rsplit(".", 1)[0] if key.startswith(f"{keys.BLOB}.") and key.count(".") == 4 else key
