@@ -140,3 +140,17 @@ def test_the_async_face_runs_a_graph_on_postgres(pg_url: str) -> None:
 def test_importing_keepstate_imports_no_framework() -> None:
     code = "import keepstate, sys; assert not [m for m in sys.modules if m.startswith('langgraph')]"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_readable_copy_keeps_its_recent_part_when_it_reaches_one_value(tmp_path: Path) -> None:
+    from keepstate.integrations.langgraph import readable
+
+    turns = 1024 * 1024 // readable.MAX_CONTENT + 20  # past 1 MiB of readable items
+    with KeepstateSaver(_url(tmp_path)) as saver:
+        conversation = CheckpointerConversation(saver, "long-texts")
+        for turn in range(turns):
+            conversation.append(f"{turn}:" + "y" * readable.MAX_CONTENT)
+        copy = saver.store.scope("session", agent=keys.AGENT, id="long-texts").get(keys.MESSAGES)
+        assert readable.KEEP_ON_FULL <= len(copy) < turns
+        assert copy[-1]["content"].startswith(f"{turns - 1}:")
+        assert len(conversation.texts()) == turns  # the checkpoints keep every message whole

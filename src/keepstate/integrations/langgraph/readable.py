@@ -3,7 +3,8 @@
 The checkpoints keep LangChain's messages through the saver's serde (exact, not readable); this is a
 copy of the root namespace's messages, appended in the same batch as the checkpoint that added them.
 When a list of messages is replaced rather than extended (messages removed or edited), the copy is
-replaced by its last ``REPLACE_LAST`` messages. It is a view: nothing is read back from it.
+replaced by its last ``REPLACE_LAST`` messages; a content longer than ``MAX_CONTENT`` characters is
+cut there. It is a view: nothing is read back from it, and a checkpoint is never refused for it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from keepstate.errors import InvalidValue
 from .rebase import Stored
 
 REPLACE_LAST = 200
-KEEP_ON_FULL = 500
+KEEP_ON_FULL = 200
 """When the copy reaches keepstate's 1 MiB for one list, it keeps this many of its newest items."""
-MAX_CONTENT = 10_000
+MAX_CONTENT = 2_000
 ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 

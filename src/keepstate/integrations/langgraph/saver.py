@@ -391,7 +391,10 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             if conversation is None:
                 raise
             scope.trim(keys.MESSAGES, readable.KEEP_ON_FULL)  # the readable copy is full: keep its recent part
-            self._commit(scope, thread_id, thread_key, ns, record, blob_writes, conversation, head_version)
+            try:
+                self._commit(scope, thread_id, thread_key, ns, record, blob_writes, conversation, head_version)
+            except TooLarge:  # still too large: the checkpoint matters, the readable copy is a view
+                self._commit(scope, thread_id, thread_key, ns, record, blob_writes, None, head_version)
 
     def _commit(self, scope: Scope, thread_id: str, thread_key: str, ns: str, record: dict[str, Any],
                 blob_writes: Sequence[tuple[str, Any]], conversation: readable.Change | None,
