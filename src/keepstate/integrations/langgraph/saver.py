@@ -155,7 +155,6 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._views.pop((thread_key, ns, record["id"]))
         return self._tuple(scope, thread_id, thread_key, record)
 
-
     def _listed(self, config: RunnableConfig | None, wanted: dict[str, Any], before: RunnableConfig | None,
                 limit: int | None) -> Found:
         configurable = config["configurable"] if config else {}
