@@ -44,6 +44,7 @@ ADAPTERS: dict[str, Opener | None] = dict.fromkeys(FRAMEWORK_STORES)
 ADAPTERS["LangGraph SqliteStore"] = OPENERS["keepstate KeepstateStore"]
 ADAPTERS["OpenAI SQLiteSession"] = OPENERS["keepstate KeepstateSession"]
 ADAPTERS["ADK DatabaseSessionService (SQLite)"] = OPENERS["keepstate ADK"]
+ADAPTERS["LangGraph SqliteSaver"] = OPENERS["keepstate KeepstateSaver"]
 
 
 def _turn(conversation: Conversation, turn: int) -> float:

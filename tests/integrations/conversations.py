@@ -226,7 +226,7 @@ def keepstate_store(location: str, conversation_id: str) -> Conversation:
     """keepstate's ``KeepstateStore`` on a store URL, or on the SQLite file at a plain path."""
     from keepstate.integrations.langgraph.store import KeepstateStore
 
-    store = KeepstateStore(location if "://" in location else f"sqlite:///{location}")
+    store = KeepstateStore(store_url(location))
     return StoreConversation(store, conversation_id, on_close=store.close)
 
 
@@ -234,7 +234,7 @@ def keepstate_store_update(location: str, conversation_id: str) -> Conversation:
     """The same item through ``KeepstateStore.update``: each append one compare-and-set."""
     from keepstate.integrations.langgraph.store import KeepstateStore
 
-    store = KeepstateStore(location if "://" in location else f"sqlite:///{location}")
+    store = KeepstateStore(store_url(location))
     return StoreUpdateConversation(store, conversation_id, on_close=store.close)
 
 
@@ -257,6 +257,14 @@ def store_url(location: str) -> str:
     return location if "://" in location else f"sqlite:///{location}"
 
 
+def keepstate_saver(location: str, conversation_id: str) -> Conversation:
+    """keepstate's KeepstateSaver under the same graph; ``location`` is a store URL or a SQLite path."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    saver = KeepstateSaver(store_url(location))
+    return CheckpointerConversation(saver, conversation_id, on_close=saver.close)
+
+
 # name -> opener(location, conversation_id); a framework store's location is a SQLite file path,
 # keepstate's (names starting "keepstate") a store URL or a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
@@ -264,6 +272,7 @@ OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteStore": langgraph_sqlite_store,
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
+    "keepstate KeepstateSaver": keepstate_saver,
     "keepstate KeepstateStore": keepstate_store,
     "keepstate KeepstateStore.update": keepstate_store_update,
     "keepstate KeepstateSession": keepstate_openai_session,

@@ -25,6 +25,7 @@ The subprocess suites learn their target from ``KEEPSTATE_UPSTREAM_TARGET``.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -67,6 +68,33 @@ async def _postgres_saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     async with AsyncPostgresSaver.from_conn_string(request.getfixturevalue("pg_url")) as saver:
         await saver.setup()
         yield saver
+
+
+@contextmanager
+def _keepstate_checkpointer_sqlite() -> Iterator[Any]:
+    """keepstate's KeepstateSaver on a fresh SQLite file."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    with tempfile.TemporaryDirectory(prefix="keepstate-saver-") as folder, \
+            KeepstateSaver(f"sqlite:///{folder}/checkpoints.db") as saver:
+        yield saver
+
+
+def _keepstate_saver(fixture: str) -> Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
+    """keepstate's KeepstateSaver on the store URL a fixture gives (a fresh store per saver)."""
+
+    @asynccontextmanager
+    async def saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+        from keepstate.integrations.langgraph import KeepstateSaver
+
+        if fixture == "tmp_path":
+            url = f"sqlite:///{request.getfixturevalue('tmp_path')}/saver-{os.urandom(4).hex()}.db"
+        else:
+            url = str(request.getfixturevalue(fixture))
+        async with KeepstateSaver(url) as opened:
+            yield opened
+
+    return saver
 
 
 @asynccontextmanager
@@ -146,6 +174,7 @@ class KeepstateAsyncSqliteStore:
 # For the subprocess suites, per target: None leaves the suite's own store in place.
 CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
     "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
+    "keepstate-sqlite": _keepstate_checkpointer_sqlite,
 }
 STORES: dict[str, dict[str, type[Any]] | None] = {
     "framework": None,
@@ -161,6 +190,9 @@ SESSIONS: dict[str, type[Any] | None] = {
 CONFORMANCE_SAVERS: dict[str, InProcess] = {
     "InMemorySaver": InProcess(_in_memory_saver),
     "AsyncPostgresSaver": InProcess(_postgres_saver, frozenset({"prune"})),
+    "keepstate-sqlite": InProcess(_keepstate_saver("tmp_path"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-postgres": InProcess(_keepstate_saver("pg_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-redis": InProcess(_keepstate_saver("redis_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
 }
 ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),

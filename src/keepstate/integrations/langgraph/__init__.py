@@ -1,5 +1,5 @@
-"""keepstate inside LangGraph: ``KeepstateStore`` and ``AsyncKeepstateStore``, LangGraph stores on any
-keepstate store.
+"""keepstate inside LangGraph: ``KeepstateSaver``, a checkpointer, and ``KeepstateStore`` /
+``AsyncKeepstateStore``, stores, each on any keepstate store.
 
 Needs the ``langgraph`` extra: ``pip install 'keepstate[langgraph]'``.
 """
@@ -7,11 +7,12 @@ Needs the ``langgraph`` extra: ``pip install 'keepstate[langgraph]'``.
 from __future__ import annotations
 
 try:
-    import langgraph.store.base  # noqa: F401
+    import langgraph.checkpoint.base  # noqa: F401
 except ImportError as error:  # pragma: no cover - the dev install has the extra
     raise ImportError(
         "keepstate.integrations.langgraph needs LangGraph: pip install 'keepstate[langgraph]'") from error
 
+from .saver import KeepstateSaver
 from .store import AsyncKeepstateStore, KeepstateStore
 
-__all__ = ["AsyncKeepstateStore", "KeepstateStore"]
+__all__ = ["AsyncKeepstateStore", "KeepstateSaver", "KeepstateStore"]
