@@ -41,8 +41,10 @@ FRAMEWORK_STORES = [name for name in OPENERS if not name.startswith("keepstate")
 # framework store (a name in conversations.OPENERS) -> keepstate's adapter for the same interface:
 # opener(store URL, conversation id); None until the adapter exists.
 ADAPTERS: dict[str, Opener | None] = dict.fromkeys(FRAMEWORK_STORES)
+ADAPTERS["LangGraph SqliteStore"] = OPENERS["keepstate KeepstateStore"]
 ADAPTERS["OpenAI SQLiteSession"] = OPENERS["keepstate KeepstateSession"]
 ADAPTERS["ADK DatabaseSessionService (SQLite)"] = OPENERS["keepstate ADK"]
+ADAPTERS["LangGraph SqliteSaver"] = OPENERS["keepstate KeepstateSaver"]
 
 
 def _turn(conversation: Conversation, turn: int) -> float:

@@ -482,3 +482,36 @@ async def test_a_store_written_with_the_first_schema_opens_and_keeps_working(pg_
         assert await state.incr(NS, "n", 2) == (2, 1)
     finally:
         await database.aclose()
+
+
+async def test_many_concurrent_first_calls_open_one_pool(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gather of first async calls on a fresh store shares one pool opening (they used to open a
+    pool each: hundreds of connections, "too many clients"); a failed opening fails its waiters too."""
+    from keepstate.stores.postgres import db as pg_db
+
+    opened: list[str] = []
+
+    async def counted(url: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(url)
+        return await open_async_pool(url, *args, **kwargs)
+
+    monkeypatch.setattr(pg_db, "open_async_pool", counted)
+    with keepstate.open(pg_url) as store:
+        before = len(opened)  # the store's sync face has a pool of its own, on its own loop
+        scope = store.ascope("session", agent="chat", id="many-first")
+        versions = await asyncio.gather(*(scope.put(f"k{i}", i) for i in range(200)))
+        assert versions == [1] * 200 and len(opened) == before + 1
+        await store.aclose()
+
+    async def refused(url: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(url)
+        await asyncio.sleep(0.05)
+        raise keepstate.Unavailable("refused for the test")
+
+    with keepstate.open(pg_url) as store:
+        monkeypatch.setattr(pg_db, "open_async_pool", refused)
+        before = len(opened)
+        scope = store.ascope("session", agent="chat", id="many-first")
+        answers = await asyncio.gather(*(scope.get("k1") for _ in range(50)), return_exceptions=True)
+        assert all(isinstance(answer, keepstate.Unavailable) for answer in answers), answers[:3]
+        assert len(opened) == before + 1

@@ -93,6 +93,15 @@ class StoreConversation:
             self._on_close()
 
 
+class StoreUpdateConversation(StoreConversation):
+    """``StoreConversation`` whose append is one atomic read-modify-write of the item
+    (``KeepstateStore.update``, beyond BaseStore), instead of a get then a put."""
+
+    def append(self, text: str) -> None:
+        self._store.update(NAMESPACE, self._key,
+                           lambda value: {"messages": [*(value or {}).get("messages", []), text]})
+
+
 class _AsyncDriven:
     """A private event loop, so the async interfaces are driven from plain code and processes."""
 
@@ -214,6 +223,22 @@ def openai_sqlite_session(path: str, conversation_id: str) -> Conversation:
     return OpenAISessionConversation(SQLiteSession(conversation_id, path))
 
 
+def keepstate_store(location: str, conversation_id: str) -> Conversation:
+    """keepstate's ``KeepstateStore`` on a store URL, or on the SQLite file at a plain path."""
+    from keepstate.integrations.langgraph.store import KeepstateStore
+
+    store = KeepstateStore(store_url(location))
+    return StoreConversation(store, conversation_id, on_close=store.close)
+
+
+def keepstate_store_update(location: str, conversation_id: str) -> Conversation:
+    """The same item through ``KeepstateStore.update``: each append one compare-and-set."""
+    from keepstate.integrations.langgraph.store import KeepstateStore
+
+    store = KeepstateStore(store_url(location))
+    return StoreUpdateConversation(store, conversation_id, on_close=store.close)
+
+
 def keepstate_openai_session(location: str, conversation_id: str) -> Conversation:
     """keepstate's ``KeepstateSession`` on a store URL, or on the SQLite file at a plain path."""
     from keepstate.integrations.openai_agents import KeepstateSession
@@ -250,6 +275,14 @@ def store_url(location: str) -> str:
     return location if "://" in location else f"sqlite:///{location}"
 
 
+def keepstate_saver(location: str, conversation_id: str) -> Conversation:
+    """keepstate's KeepstateSaver under the same graph; ``location`` is a store URL or a SQLite path."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    saver = KeepstateSaver(store_url(location))
+    return CheckpointerConversation(saver, conversation_id, on_close=saver.close)
+
+
 # name -> opener(location, conversation_id); a framework store's location is a SQLite file path,
 # keepstate's (names starting "keepstate") a store URL or a SQLite file path.
 OPENERS: dict[str, Callable[[str, str], Conversation]] = {
@@ -257,6 +290,9 @@ OPENERS: dict[str, Callable[[str, str], Conversation]] = {
     "LangGraph SqliteStore": langgraph_sqlite_store,
     "ADK DatabaseSessionService (SQLite)": adk_database_sqlite,
     "OpenAI SQLiteSession": openai_sqlite_session,
+    "keepstate KeepstateSaver": keepstate_saver,
+    "keepstate KeepstateStore": keepstate_store,
+    "keepstate KeepstateStore.update": keepstate_store_update,
     "keepstate KeepstateSession": keepstate_openai_session,
     "keepstate KeepstateSession, 1-12 KiB messages": keepstate_openai_session_padded,
     "keepstate ADK": keepstate_adk,

@@ -25,8 +25,9 @@ The subprocess suites learn their target from ``KEEPSTATE_UPSTREAM_TARGET``.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,33 @@ async def _postgres_saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     async with AsyncPostgresSaver.from_conn_string(request.getfixturevalue("pg_url")) as saver:
         await saver.setup()
         yield saver
+
+
+@contextmanager
+def _keepstate_checkpointer_sqlite() -> Iterator[Any]:
+    """keepstate's KeepstateSaver on a fresh SQLite file."""
+    from keepstate.integrations.langgraph import KeepstateSaver
+
+    with tempfile.TemporaryDirectory(prefix="keepstate-saver-") as folder, \
+            KeepstateSaver(f"sqlite:///{folder}/checkpoints.db") as saver:
+        yield saver
+
+
+def _keepstate_saver(fixture: str) -> Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
+    """keepstate's KeepstateSaver on the store URL a fixture gives (a fresh store per saver)."""
+
+    @asynccontextmanager
+    async def saver(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+        from keepstate.integrations.langgraph import KeepstateSaver
+
+        if fixture == "tmp_path":
+            url = f"sqlite:///{request.getfixturevalue('tmp_path')}/saver-{os.urandom(4).hex()}.db"
+        else:
+            url = str(request.getfixturevalue(fixture))
+        async with KeepstateSaver(url) as opened:
+            yield opened
+
+    return saver
 
 
 @asynccontextmanager
@@ -114,11 +142,44 @@ def _keepstate_adk_on(url_of: Callable[[pytest.FixtureRequest], str]) -> Callabl
     return lambda request: _keepstate_adk(request, url_of(request))
 
 
+def _keepstate_store_url(conn_string: str) -> str:
+    """The keepstate URL of a LangGraph store test's connection string: the same file, or memory."""
+    return "memory://" if conn_string == ":memory:" else f"sqlite:///{conn_string}"
+
+
+class KeepstateSqliteStore:
+    """``SqliteStore``'s stand-in: ``from_conn_string(path, ttl=...)`` gives a KeepstateStore on it."""
+
+    @staticmethod
+    @contextmanager
+    def from_conn_string(conn_string: str, *, ttl: Any = None) -> Iterator[Any]:
+        from keepstate.integrations.langgraph.store import KeepstateStore
+
+        with KeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+            yield store
+
+
+class KeepstateAsyncSqliteStore:
+    """``AsyncSqliteStore``'s stand-in: an AsyncKeepstateStore on the same file."""
+
+    @staticmethod
+    @asynccontextmanager
+    async def from_conn_string(conn_string: str, *, ttl: Any = None) -> AsyncIterator[Any]:
+        from keepstate.integrations.langgraph.store import AsyncKeepstateStore
+
+        async with AsyncKeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+            yield store
+
+
 # For the subprocess suites, per target: None leaves the suite's own store in place.
 CHECKPOINTERS: dict[str, Callable[[], AbstractContextManager[Any]] | None] = {
     "framework": None,  # langgraph's own suite keeps its MemorySaverAssertImmutable
+    "keepstate-sqlite": _keepstate_checkpointer_sqlite,
 }
-STORES: dict[str, dict[str, type[Any]] | None] = {"framework": None}
+STORES: dict[str, dict[str, type[Any]] | None] = {
+    "framework": None,
+    "keepstate-sqlite": {"SqliteStore": KeepstateSqliteStore, "AsyncSqliteStore": KeepstateAsyncSqliteStore},
+}
 SESSIONS: dict[str, type[Any] | None] = {
     "framework": None,
     "keepstate-sqlite": StandInSQLiteSession,  # KeepstateSession on the same SQLite file
@@ -129,6 +190,9 @@ SESSIONS: dict[str, type[Any] | None] = {
 CONFORMANCE_SAVERS: dict[str, InProcess] = {
     "InMemorySaver": InProcess(_in_memory_saver),
     "AsyncPostgresSaver": InProcess(_postgres_saver, frozenset({"prune"})),
+    "keepstate-sqlite": InProcess(_keepstate_saver("tmp_path"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-postgres": InProcess(_keepstate_saver("pg_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-redis": InProcess(_keepstate_saver("redis_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
 }
 ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),

@@ -59,28 +59,52 @@ class _Pooled:
 
 
 _POOLS: dict[tuple[str, asyncio.AbstractEventLoop], _Pooled] = {}
+_OPENING: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]] = {}
+"""The pools being opened: a concurrent first call waits for the one opener instead of opening its
+own (a ``gather`` of 2,000 first calls would otherwise open 2,000 pools: "too many clients")."""
 _POOLS_LOCK = threading.Lock()
 
 
 async def _acquire(url: str) -> _Pooled:
+    """The pool of (``url``, running loop), opened by the first caller; one more user of it."""
     loop = asyncio.get_running_loop()
+    key = (url, loop)
+    while True:
+        with _POOLS_LOCK:
+            for stale in [stale for stale in _POOLS if stale[1].is_closed()]:  # a loop that ended unclosed
+                del _POOLS[stale]
+            found = _POOLS.get(key)
+            if found is not None:
+                found.users += 1
+                return found
+            opening = _OPENING.get(key)
+            if opening is None:
+                opening = _OPENING[key] = loop.create_future()
+                break
+        await asyncio.shield(opening)  # the opener's error is ours too; once open, look again
+    try:
+        pool = await db.open_async_pool(url)
+    except Exception as error:
+        _opened(key, opening, error)
+        raise
+    except BaseException:  # cancelled: a waiter opens it instead
+        _opened(key, opening, None)
+        raise
     with _POOLS_LOCK:
-        for key in [key for key in _POOLS if key[1].is_closed()]:  # a loop that ended without closing them
-            del _POOLS[key]
-        found = _POOLS.get((url, loop))
-        if found is not None:
-            found.users += 1
-            return found
-    pool = await db.open_async_pool(url)
-    with _POOLS_LOCK:
-        found = _POOLS.get((url, loop))
-        if found is None:
-            found = _POOLS[(url, loop)] = _Pooled(pool)
-            pool = None  # type: ignore[assignment]
-        found.users += 1
-    if pool is not None:  # another opener of this loop won the race
-        await pool.close()
+        found = _POOLS[key] = _Pooled(pool, users=1)
+    _opened(key, opening, None)
     return found
+
+
+def _opened(key: tuple[str, asyncio.AbstractEventLoop], opening: asyncio.Future[None],
+            error: Exception | None) -> None:
+    with _POOLS_LOCK:
+        _OPENING.pop(key, None)
+    if error is None:
+        opening.set_result(None)
+    else:
+        opening.set_exception(error)
+        opening.add_done_callback(lambda done: done.exception())  # retrieved, when nobody waited
 
 
 async def _release(url: str, pooled: _Pooled) -> None:

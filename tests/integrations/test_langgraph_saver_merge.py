@@ -1,0 +1,83 @@
+"""Two savers (as two processes would) continuing one thread at once: the latest checkpoint holds
+both writers' messages; and a deliberate fork (time travel from an older checkpoint) stays a fork.
+
+On SQLite, PostgreSQL and Redis. Saver A's node runs a whole invoke of saver B on the same thread
+before it returns, so B's checkpoints land between A's read of the thread and A's next write, every
+time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from keepstate.integrations.langgraph import KeepstateSaver
+
+
+def _graph(saver: KeepstateSaver, node: Any) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", node)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _message(text: str) -> HumanMessage:
+    return HumanMessage(text, id=uuid.uuid4().hex)
+
+
+def _texts(graph: Any, config: Any) -> list[str]:
+    return [message.content for message in graph.get_state(config).values["messages"]]
+
+
+def _store_url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if store == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[store]))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "redis"])
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("opened_first", [True, False])
+def test_a_writer_that_raced_another_keeps_both_writers_messages(store: str, durability: str, opened_first: bool,
+                                                                tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    url, config = _store_url(store, tmp_path, request), {"configurable": {"thread_id": "t"}}
+    with KeepstateSaver(url) as first, KeepstateSaver(url) as second:
+        other = _graph(second, lambda state: {"messages": [AIMessage("reply-b", id=uuid.uuid4().hex)]})
+        if opened_first:
+            other.invoke({"messages": [_message("opening")]}, config, durability=durability)
+        raced: list[bool] = []
+
+        def node(state: MessagesState) -> dict[str, Any]:
+            if not raced:
+                raced.append(True)
+                other.invoke({"messages": [_message("from-b")]}, config, durability=durability)
+            return {"messages": [AIMessage("reply-a", id=uuid.uuid4().hex)]}
+
+        graph = _graph(first, node)
+        graph.invoke({"messages": [_message("from-a")]}, config, durability=durability)
+        expected = {"from-a", "reply-a", "from-b", "reply-b"} | ({"opening", "reply-b"} if opened_first else set())
+        for reader in (graph, other):
+            texts = _texts(reader, config)
+            assert set(texts) == expected and texts.count("from-a") == texts.count("from-b") == 1, texts
+        graph.invoke({"messages": [_message("later")]}, config, durability=durability)
+        assert _texts(other, config)[-2:] == ["later", "reply-a"]
+        assert len(_texts(other, config)) == len(expected) + (3 if opened_first else 2)
+
+
+def test_time_travel_from_an_older_checkpoint_forks_without_merging(tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "t"}}
+    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
+        graph = _graph(saver, lambda state: {"messages": []})
+        graph.invoke({"messages": [_message("one")]}, config)
+        older = graph.get_state(config).config
+        graph.invoke({"messages": [_message("two")]}, config)
+        graph.invoke({"messages": [_message("instead")]}, older)
+        assert _texts(graph, config) == ["one", "instead"]
+        assert "two" in [text for snapshot in graph.get_state_history(config) for text in
+                         (message.content for message in snapshot.values.get("messages", []))]
