@@ -17,6 +17,7 @@ import asyncio
 import collections
 import multiprocessing
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,13 +115,12 @@ async def _final(kind: str, url: str, session_ids: list[str]) -> tuple[list[Any]
         await service.close()
 
 
-def state_race(kind: str, url: str, sessions: str) -> StateOutcome:
-    """Two processes append PER_WRITER events with app:, user: and session deltas each, through
-    session objects loaded once, to ``sessions`` ("one session" or "a session each")."""
-    session_ids = ["shared", "shared"] if sessions == "one session" else ["first", "second"]
-    asyncio.run(_create(kind, url, set(session_ids)))
+def _two_writers(target: Callable[..., None], args: Callable[[int, Any, Any], tuple[Any, ...]]
+                 ) -> collections.Counter[str]:
+    """Two processes of ``target(*args(n, barrier, queue))``, started together; the errors they met
+    (each puts a dict of counts on the queue). Both must exit cleanly."""
     ready, out = _spawn.Barrier(2), _spawn.Queue()
-    writers = [_spawn.Process(target=_delta_writer, args=(kind, url, n, session_ids[n], ready, out)) for n in range(2)]
+    writers = [_spawn.Process(target=target, args=args(n, ready, out)) for n in range(2)]
     for process in writers:
         process.start()
     errors = collections.Counter[str]()
@@ -129,6 +129,15 @@ def state_race(kind: str, url: str, sessions: str) -> StateOutcome:
     for process in writers:
         process.join(two_writers.JOIN_TIMEOUT_S)
         assert process.exitcode == 0, f"writer exited {process.exitcode}"
+    return errors
+
+
+def state_race(kind: str, url: str, sessions: str) -> StateOutcome:
+    """Two processes append PER_WRITER events with app:, user: and session deltas each, through
+    session objects loaded once, to ``sessions`` ("one session" or "a session each")."""
+    session_ids = ["shared", "shared"] if sessions == "one session" else ["first", "second"]
+    asyncio.run(_create(kind, url, set(session_ids)))
+    errors = _two_writers(_delta_writer, lambda n, ready, out: (kind, url, n, session_ids[n], ready, out))
     stored, user_state, app_view = asyncio.run(_final(kind, url, sorted(set(session_ids))))
     tags = {f"w{n}.{i}" for n in range(2) for i in range(PER_WRITER)}
     own = {key.removeprefix("own:") for session in stored for key in session.state if key.startswith("own:")}
@@ -176,15 +185,7 @@ BIG_EVENTS = 8
 def test_two_writers_past_one_mebibyte_keep_every_event_once(url: str) -> None:
     """Each writer's events move the session on to further lists (4 MB in all), at the same time."""
     asyncio.run(_create("keepstate", url, {"big"}))
-    ready, out = _spawn.Barrier(2), _spawn.Queue()
-    writers = [_spawn.Process(target=_big_writer, args=(url, n, ready, out)) for n in range(2)]
-    for process in writers:
-        process.start()
-    errors = collections.Counter[str]()
-    for _ in writers:
-        errors.update(out.get(timeout=two_writers.JOIN_TIMEOUT_S))
-    for process in writers:
-        process.join(two_writers.JOIN_TIMEOUT_S)
+    errors = _two_writers(_big_writer, lambda n, ready, out: (url, n, ready, out))
     (stored,), _, _ = asyncio.run(_final("keepstate", url, ["big"]))
     kept = [event.invocation_id for event in stored.events]
     assert not errors and len(kept) == len(set(kept)) == 2 * BIG_EVENTS, (errors, kept)
