@@ -15,6 +15,8 @@ import httpx
 import pytest
 from server_helpers import Api, token
 
+from keepstate import InvalidValue
+from keepstate.server import http
 from keepstate.values import MAX_BODY_BYTES, MAX_VALUE_BYTES
 
 HEALTH_BOUND_S = 1.0
@@ -71,3 +73,24 @@ def test_a_valid_mib_of_empty_arrays_is_stored_and_read_back(api: Api, live: dic
     read = api.http.get("/v0/state/session/arrays", headers=live)
     assert read.status_code == 200
     assert read.content == b'{"value":' + value_text + b',"version":' + str(answer.json()["version"]).encode() + b"}"
+
+
+async def test_big_bodies_are_parsed_off_the_event_loop_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body from ``OFF_LOOP_BYTES`` is parsed on a worker thread, so the loop serves others meanwhile;
+    a small one on the loop's own thread (a thread hop would cost more than its parse)."""
+    threads: list[threading.Thread] = []
+    parse = http.parse_object
+
+    def recorded(body: bytes, optional: bool = False) -> dict[str, object]:
+        threads.append(threading.current_thread())
+        return parse(body, optional)
+
+    monkeypatch.setattr(http, "parse_object", recorded)
+    big = b'{"value":"' + b"x" * http.OFF_LOOP_BYTES + b'"}'
+    assert await http.parse_body(b'{"value":1}') == {"value": 1}
+    assert await http.parse_body(big) == {"value": "x" * http.OFF_LOOP_BYTES}
+    with pytest.raises(InvalidValue) as refused:
+        await http.parse_body(big[:-2] + b'\\u0000"}')
+    assert refused.value.path == "$.value"
+    loop_thread = threading.current_thread()
+    assert threads[0] is loop_thread and threads[1] is not loop_thread and threads[2] is not loop_thread

@@ -33,7 +33,7 @@ from ..platform.state import Address, StateApi
 from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
 from ..scope import check_if_version
 from ..stores.records import RunContext
-from .http import parse_object, query_int, receive_body
+from .http import parse_body, query_int, receive_body
 
 _TOKEN = RUN_TOKEN_HEADER.encode()
 _AUTHORIZATION = b"authorization"
@@ -80,7 +80,7 @@ class StateCall:
 
     async def json_object(self, optional: bool = False) -> dict[str, Any]:
         body = await receive_body(self.receive, header(self.scope, _CONTENT_LENGTH))
-        return parse_object(body, optional)
+        return await parse_body(body, optional)
 
 
 Handler = Callable[[StateCall], Awaitable[bytes | None]]
