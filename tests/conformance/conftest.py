@@ -1,13 +1,22 @@
-"""Fixtures of the platform conformance suites: a fresh platform of the parametrised store, its facet and Database."""
+"""Fixtures of the conformance suites: the parametrised store opened embedded, or a fresh platform of it,
+its facet and Database."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+import keepstate
 from keepstate.platform import Platform, open_platform
 from keepstate.stores.base import Database, PlatformFacet
+
+
+@pytest.fixture
+def store(backend_url: str) -> Iterator[keepstate.Store]:
+    opened = keepstate.open(backend_url)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

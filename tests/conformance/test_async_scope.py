@@ -9,7 +9,7 @@ to one loop: each loop gets its own), and a batch mixing the two faces is refuse
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -46,13 +46,6 @@ CALLS: list[tuple[str, Call]] = [
     ("bad value", lambda s: s.put("k", float("nan"))),
     ("expires_at absent", lambda s: s.expires_at("k")),
 ]
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 def _sync_answer(call: Call, scope: keepstate.Scope) -> tuple[str, Any]:

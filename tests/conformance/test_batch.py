@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import keepstate
@@ -13,13 +11,6 @@ from keepstate.scope import Appended
 from keepstate.values import MAX_VALUE_BYTES
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ exercises the sync face and the rules of ``keepstate.platform.memory``, plus the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,13 +21,6 @@ from keepstate.stores import open_database
 from keepstate.stores.documents import DocumentRecord, PathFilter
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring("documents"), indirect=True)
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,13 +17,6 @@ from keepstate.stores import open_database
 pytestmark = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
 TTL = 0.25
 """Seconds a short-lived key lives."""
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

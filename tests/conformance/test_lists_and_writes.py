@@ -7,7 +7,6 @@ of the state facet with many calls in flight. No test branches on the backend.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -20,13 +19,6 @@ from keepstate.stores import open_database
 from keepstate.values import MAX_VALUE_BYTES
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ from keepstate.stores.records import StateRecord
 from keepstate.values import MAX_VALUE_BYTES
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring(), indirect=True)
-
-
-@pytest.fixture
-def store(backend_url: str) -> Iterator[keepstate.Store]:
-    opened = keepstate.open(backend_url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
