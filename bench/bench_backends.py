@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 import redis.asyncio as aioredis
@@ -25,7 +24,8 @@ import redis.asyncio as aioredis
 from keepstate.stores import open_database
 from keepstate.stores.base import StateFacet
 
-PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+from .bench_scaleout import throwaway_schema
+
 REDIS_URL = os.environ.get("KEEPSTATE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 SECONDS = 1.6
 ROUNDS = 8
@@ -89,10 +89,11 @@ def _key(task: int, i: int) -> str:
 
 
 async def _bench_pg() -> list[Row]:
-    schema = f"ks_bench_{uuid.uuid4().hex[:10]}"
-    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-    url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}options={quote(f'-csearch_path={schema}')}"
+    with throwaway_schema() as url:
+        return await _bench_pg_at(url)
+
+
+async def _bench_pg_at(url: str) -> list[Row]:
     database = open_database(url)
     store = await database.state()
     raws = [await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=3) for _ in range(TASKS)]
@@ -104,8 +105,6 @@ async def _bench_pg() -> list[Row]:
         await database.aclose()
         for raw in raws:
             await raw.close()
-        async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
-            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 Row = tuple[str, float, float, float]

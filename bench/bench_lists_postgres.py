@@ -11,13 +11,10 @@ Targets: a part of a ~1 MiB list built by appends costs ≤ 1.2× the same part 
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
 import orjson
 
@@ -25,7 +22,8 @@ from keepstate.errors import TooLarge
 from keepstate.stores import open_database
 from keepstate.stores.base import StateFacet
 
-PG_URL = os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+from .bench_scaleout import throwaway_schema
+
 ROUNDS = 9
 PER_ROUND = 300
 TASKS = 8
@@ -102,15 +100,17 @@ PG_RAW_INCR = """INSERT INTO raw_counters AS c (ns, key, n) VALUES (%s, %s, 1)
 
 
 async def _postgres_rows() -> list[Row]:
+    with throwaway_schema() as url:
+        return await _postgres_rows_at(url)
+
+
+async def _postgres_rows_at(url: str) -> list[Row]:
+    """The PostgreSQL rows, on the store (a schema of its own) at ``url``."""
     import psycopg
 
     from keepstate.stores.postgres.db import aconnection
     from keepstate.stores.postgres.state import PostgresState
 
-    schema = f"ks_bench_{uuid.uuid4().hex[:10]}"
-    async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-    url = f"{PG_URL}{'&' if '?' in PG_URL else '?'}options={quote(f'-csearch_path={schema}')}"
     database = open_database(url)
     raws: list[psycopg.AsyncConnection[Any]] = []
     try:
@@ -146,8 +146,6 @@ async def _postgres_rows() -> list[Row]:
         await database.aclose()
         for raw in raws:
             await raw.close()
-        async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
-            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 # ---------------------------------------------------------------- the report
