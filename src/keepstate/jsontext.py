@@ -49,9 +49,14 @@ def paused(load: Callable[..., Any], text: bytes | str, **options: Any) -> Any:
         gc.enable()
 
 
+class DeeperThan(Exception):
+    """Valid JSON text nested deeper than the limit. Its value may not be: a repeated key can replace
+    the deep member (``{"a": [[...]], "a": 0}``), and the value is what counts."""
+
+
 def load_checked(text: bytes, max_depth: int) -> tuple[Any, bool]:
     """``orjson.loads(text)`` (``paused``) that also refuses nesting deeper than ``max_depth``
-    (``orjson.JSONDecodeError``, as for bad text), and whether the text may hold ``\\u0000`` or an
+    (``DeeperThan``; bad text raises ``orjson.JSONDecodeError``), and whether the text may hold ``\\u0000`` or an
     integer past 64 bits (a likely yes: the caller reads it exactly). One scan serves both."""
     scan = text.translate(_SCAN, _SCAN_DROPS)
     if scan.count(b"[") <= max_depth:  # every container opened, strings' brackets too: a bound
@@ -65,7 +70,11 @@ def _loads_wrapped(text: bytes, max_depth: int) -> Any:
     list must hold one item: a text of several values (``1,2``, ``1],[2``) or none fills some other
     way and is refused. Wrapping costs orjson ~50 µs, hence only past the bound."""
     wrap = ORJSON_DEPTH - max_depth
-    value = paused(orjson.loads, b"".join((_OPEN * wrap, text, _CLOSE * wrap)))
+    try:
+        value = paused(orjson.loads, b"".join((_OPEN * wrap, text, _CLOSE * wrap)))
+    except orjson.JSONDecodeError:
+        paused(orjson.loads, text)  # bad text raises as it is
+        raise DeeperThan(max_depth) from None
     for _ in range(wrap):
         if len(value) != 1:
             raise orjson.JSONDecodeError("not one JSON value", "", 0)

@@ -24,7 +24,16 @@ from typing import Any
 import orjson
 
 from .errors import InvalidKey, InvalidRequest, InvalidValue, TooLarge
-from .jsontext import ORJSON_DEPTH, first_big_int, holds_bad, load_checked, paused, skeleton_deeper, unescaped
+from .jsontext import (
+    ORJSON_DEPTH,
+    DeeperThan,
+    first_big_int,
+    holds_bad,
+    load_checked,
+    paused,
+    skeleton_deeper,
+    unescaped,
+)
 
 MAX_VALUE_BYTES = 1024 * 1024
 """A stored value, measured as its compact UTF-8 JSON encoding."""
@@ -140,6 +149,8 @@ def parse(body: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     try:
         value, suspect = load_checked(raw, max_depth)
+    except DeeperThan:
+        return _parse_exactly(raw, max_depth)  # the value's own depth decides
     except orjson.JSONDecodeError as error:
         _parse_exactly(raw, max_depth)
         raise InvalidValue(f"body is not valid JSON: {error}") from None
