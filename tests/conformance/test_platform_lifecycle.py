@@ -207,13 +207,14 @@ async def test_concurrent_touches_keep_the_latest_claim(repo: PlatformFacet) -> 
 # ---------------------------------------------------------------- purge
 
 
-async def _finished(repo: PlatformFacet, kind: str, agent: str = "job") -> StoredRun:
-    """A run ended by ``kind``: complete (done), fail (failed), hold (held, which is not finished)."""
+async def _finished(repo: PlatformFacet, kind: str, agent: str = "job", at: int | None = None) -> StoredRun:
+    """A run ended by ``kind`` (at ``at``, ms, else now): complete (done), fail (failed), hold (held, which
+    is not finished)."""
     await queue(repo, due_run(agent, deadline_in=FUTURE))
     token = uid("tok")
     claimed = await claim(repo, agent, token=token)
     assert claimed is not None
-    ended = await repo.finish(claimed.invocation.id, token, Outcome(kind, b'"x"'), now_ms())
+    ended = await repo.finish(claimed.invocation.id, token, Outcome(kind, b'"x"'), now_ms() if at is None else at)
     assert ended is not None
     return ended
 
@@ -264,3 +265,13 @@ async def test_purge_goes_in_batches_and_purgers_at_once_delete_each_run_once(re
     gone = await asyncio.gather(*(repo.purge_runs(cutoff, 4) for _ in range(8)))
     assert sum(gone) == 15 and all(n <= 4 for n in gone)
     assert await repo.count_purgeable(cutoff) == 0
+
+
+async def test_a_purge_batch_takes_the_oldest_finished_runs_first(repo: PlatformFacet) -> None:
+    """Stopped midway, a purge has deleted the runs past their retention longest; ended in another
+    order than their age, so neither the table's nor the index's order alone passes."""
+    now = now_ms()
+    runs = {age: await _finished(repo, "complete", at=now - age * 60_000) for age in (3, 0, 5, 1, 4, 2)}
+    assert await repo.purge_runs(now + 1, 2) == 2
+    kept = {age for age, run in runs.items() if await repo.get_run(ENV, run.id) is not None}
+    assert kept == {0, 1, 2, 3}

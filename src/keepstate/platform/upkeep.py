@@ -9,9 +9,10 @@ its queue deadline is never claimed and never blocks its session even if no swee
 claim's and the turn's own statements judge the deadline; an expired key is absent the moment it
 expires, and its sweep only gives the space back (``StateFacet.sweep``, a batch at a time).
 
-A purge deletes in batches (``PURGE_BATCH`` runs, each batch one short transaction) with a pause
-between them as long as the batch took, so the servers' own writes are never held up behind one
-long delete and a purge never takes more than half of what the machine (or the database) gives it.
+A purge deletes in batches (``PURGE_BATCH`` runs, oldest first, each batch one short transaction) with
+a pause between them ``PURGE_DUTY`` times as long as the batch took, so the servers' own writes are
+never held up behind one long delete and a purge never takes more than a twentieth of what the machine
+(or the database) gives it.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ KEYS_SWEEP_BATCH = 1000
 PURGE_BATCH = 1000
 PURGE_PAUSE_S = 0.02
 """The least pause between two purge batches: the lock is free for the servers' writes."""
-PURGE_DUTY = 1.0
+PURGE_DUTY = 19.0
 """After each batch a purge pauses this many times as long as the batch took (at least ``PURGE_PAUSE_S``),
-so it uses at most half of its time, and of a CPU or the database, however loaded the machine is."""
+so it works at most a twentieth of its time, however loaded the machine is: on PostgreSQL the deletes run in
+the database, where no niceness of ours reaches, and the serving path's tail latency grows with the share
+of time anything else keeps a CPU busy (bench/RESULTS.md, Lifecycle)."""
 PURGE_EVERY_S = 600.0
 """How often a server with ``--retention-days`` purges (less for a retention under a few hours)."""
 PURGE_FIRST_S = 1.0

@@ -409,7 +409,7 @@ class PlatformFacet(ABC):
     @abstractmethod
     async def purge_runs(self, before: int, limit: int) -> int:
         """Delete at most ``limit`` finished runs (a status of ``records.FINAL``) last updated before
-        ``before`` (ms), with their invocations, in one short transaction; return how many runs went.
+        ``before`` (ms), the oldest first, with their invocations, in one short transaction; return how many runs went.
         Never a queued, running or held run, never state. Safe while servers serve, and in parallel."""
 
     @abstractmethod

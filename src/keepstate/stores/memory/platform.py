@@ -6,6 +6,7 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -348,13 +349,15 @@ class MemoryPlatform(PlatformFacet):
         )
 
     async def purge_runs(self, before: int, limit: int) -> int:
-        gone = [run.id for run in self._runs.values() if _purgeable(run, before)][:limit]
+        oldest = heapq.nsmallest(limit, (run for run in self._runs.values() if _purgeable(run, before)),
+                                 key=lambda run: run.updated_at)
+        gone = {run.id for run in oldest}
         for run_id in gone:
             run = self._runs.pop(run_id)
             self._callers.pop(run_id, None)
             if run.session_id is not None:
                 self._of_session[(run.env, run.session_id)].remove(run_id)
-        for inv in [inv for inv in self._invocations.values() if inv.run_id in set(gone)]:
+        for inv in [inv for inv in self._invocations.values() if inv.run_id in gone]:
             del self._invocations[inv.id]
             self._by_token.pop(inv.token_hash or "", None)
         return len(gone)

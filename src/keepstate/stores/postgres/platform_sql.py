@@ -115,7 +115,7 @@ EXPIRE_QUEUED = _sweep(("queued", "expired"), "queue_deadline", ("queued", "expi
 
 PURGE = f"""WITH batch AS (
     SELECT seq, id FROM ks_runs WHERE {sql.FINISHED} AND updated_at < %(before)s
-    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), invocations AS (
     DELETE FROM ks_invocations WHERE run_id IN (SELECT id FROM batch)
 ), runs AS (

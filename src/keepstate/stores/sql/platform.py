@@ -305,7 +305,8 @@ def agent_queries(env: str | None) -> tuple[tuple[str, str, str], tuple[str, ...
 
 # retention: finished runs older than a cutoff, a batch at a time, with their invocations
 _PURGEABLE = f"{FINISHED} AND updated_at < ?"
-PURGE_RUNS = f"DELETE FROM ks_runs WHERE seq IN (SELECT seq FROM ks_runs WHERE {_PURGEABLE} LIMIT ?) RETURNING id"
+PURGE_RUNS = f"""DELETE FROM ks_runs WHERE seq IN (
+    SELECT seq FROM ks_runs WHERE {_PURGEABLE} ORDER BY updated_at LIMIT ?) RETURNING id"""
 PURGE_INVOCATIONS = "DELETE FROM ks_invocations WHERE run_id = ?"
 COUNT_PURGEABLE = f"SELECT count(*) FROM ks_runs WHERE {_PURGEABLE}"
 
