@@ -3,8 +3,9 @@
 1. **Purge while serving.** One ``keepstate serve`` answers state GETs (``bench_http``'s load
    generator, a few keep-alive connections) while ``keepstate purge`` — another process, as an
    operator runs it — deletes ``ROWS`` finished runs (and their invocations) in batches. GET latency is
-   measured in back-to-back windows of ``WINDOW_S``: idle windows before (the runs loaded) and after
-   the purge, and windows while it runs. Target: p99 while purging within 2x of idle.
+   measured in windows of ``WINDOW_S`` in pairs: one with the purge running, one with it stopped between
+   two batches, so drift on a shared machine falls on both alike. Target: p99 while purging within 2x
+   of idle.
 2. **Claims and agents.** An empty claim (what a polling worker does most) through the platform
    rules, with the per-process throttled ``ks_agents`` upsert on and off, in alternating rounds.
 3. **Store latency metrics.** A state GET through the timing proxy (``server.metrics.Timed``) against
