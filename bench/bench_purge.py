@@ -41,6 +41,8 @@ from keepstate.platform.models import Caller
 from keepstate.platform.upkeep import PURGE_BATCH, PURGE_DUTY
 from keepstate.server.metrics import StoreCollector, Timed
 from keepstate.stores.base import StateFacet
+from keepstate.stores.postgres.platform_sql import PURGE
+from keepstate.stores.sqlite.db import sqlite_path
 from serverproc import running_server
 
 ROWS = int(os.environ.get("KEEPSTATE_BENCH_PURGE_ROWS", "100000"))
@@ -109,7 +111,7 @@ def settle(store: str) -> None:
     if store.startswith("sqlite"):
         import sqlite3
 
-        with contextlib.closing(sqlite3.connect(store.removeprefix("sqlite:///"))) as conn:
+        with contextlib.closing(sqlite3.connect(sqlite_path(store))) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return
     import psycopg
@@ -124,7 +126,7 @@ def mid_batch(store: str) -> bool:
     if store.startswith("sqlite"):
         import sqlite3
 
-        with contextlib.closing(sqlite3.connect(store.removeprefix("sqlite:///"), timeout=0)) as conn:
+        with contextlib.closing(sqlite3.connect(sqlite_path(store), timeout=0)) as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:
@@ -134,8 +136,8 @@ def mid_batch(store: str) -> bool:
     import psycopg
 
     with psycopg.connect(store) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' "
-                           "AND query LIKE 'WITH batch AS%%'").fetchone()
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE %s",
+                           (PURGE.split("\n", 1)[0] + "%",)).fetchone()
     return bool(row and row[0])
 
 
