@@ -16,7 +16,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from keepstate.integrations.langgraph import KeepstateSaver
+from keepstate.errors import VersionConflict
+from keepstate.integrations.langgraph import KeepstateSaver, keys
+from keepstate.integrations.langgraph import saver as saver_module
 
 
 def _graph(saver: KeepstateSaver, node: Any) -> Any:
@@ -81,3 +83,47 @@ def test_time_travel_from_an_older_checkpoint_forks_without_merging(tmp_path: Pa
         assert _texts(graph, config) == ["one", "instead"]
         assert "two" in [text for snapshot in graph.get_state_history(config) for text in
                          (message.content for message in snapshot.values.get("messages", []))]
+
+
+class _Rival:
+    """Another process that moves the thread's head (rewrites it, a new version) just before each of the
+    saver's next ``times`` guarded commits, so each of them meets a real VersionConflict from the store."""
+
+    def __init__(self, saver: KeepstateSaver, monkeypatch: pytest.MonkeyPatch, times: float) -> None:
+        self.moved, self.times, self._commit = 0, times, saver._commit
+        monkeypatch.setattr(saver, "_commit", self.commit)
+
+    def commit(self, scope: Any, *args: Any) -> None:
+        if self.moved < self.times:
+            head = keys.head(args[2])  # (thread_id, thread_key, ns, ...)
+            scope.put(head, scope.get(head))
+            self.moved += 1
+        self._commit(scope, *args)
+
+
+def test_a_put_that_loses_the_head_race_dozens_of_times_still_lands(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saver_module, "PUT_BACKOFF_MAX_S", 0.001)
+    config = {"configurable": {"thread_id": "t"}}
+    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
+        graph = _graph(saver, lambda state: {"messages": [AIMessage("reply", id=uuid.uuid4().hex)]})
+        graph.invoke({"messages": [_message("first")]}, config)
+        rival = _Rival(saver, monkeypatch, times=100)  # more than a bound of 64 tries allowed
+        graph.invoke({"messages": [_message("second")]}, config)
+        assert rival.moved == 100
+        assert _texts(graph, config) == ["first", "reply", "second", "reply"]
+
+
+def test_a_put_gives_up_with_a_conflict_when_the_head_never_stops_moving(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saver_module, "PUT_BACKOFF_MAX_S", 0.001)
+    monkeypatch.setattr(saver_module, "PUT_PATIENCE_S", 0.2)
+    config = {"configurable": {"thread_id": "t"}}
+    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
+        graph = _graph(saver, lambda state: {"messages": [AIMessage("reply", id=uuid.uuid4().hex)]})
+        graph.invoke({"messages": [_message("first")]}, config)
+        rival = _Rival(saver, monkeypatch, times=float("inf"))
+        with pytest.raises(VersionConflict, match=r"kept moving for 0\.2 s"):
+            graph.invoke({"messages": [_message("second")]}, config)
+        assert rival.moved > 1
+        assert _texts(graph, config) == ["first", "reply"]  # nothing of the refused put is stored

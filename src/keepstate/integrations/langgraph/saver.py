@@ -22,6 +22,7 @@ caches, and keeps one connection of the store (LangGraph calls from a new thread
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 import time
@@ -54,7 +55,11 @@ from . import blobs, keys, maintenance, readable
 from .cache import Lru
 from .rebase import MISSING, Side, Stored, Version, View, merged, same, written
 
-PUT_TRIES = 64
+PUT_PATIENCE_S = 30.0
+"""How long a put retries while other processes keep moving the thread's head. A bound on time, not
+on tries: a writer whose merge takes longer than the others' plain puts can lose dozens of times in a
+row while they keep writing (55 tries seen with two processes on PostgreSQL), and wins once they pause."""
+PUT_BACKOFF_MAX_S = 0.05
 LIST_CACHE = 256
 """Decoded list values kept per saver (each a tuple of references, not a copy of the items)."""
 RECORD_CACHE = 1024
@@ -286,7 +291,8 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         meta = get_checkpoint_metadata(config, metadata)
         self._register(thread_id, thread_key)
         scope = self._thread(thread_key)
-        for attempt in range(PUT_TRIES):
+        give_up = time.monotonic() + PUT_PATIENCE_S
+        for attempt in itertools.count():
             head = scope.get_versioned(keys.head(ns))
             plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
                               checkpoint, new_versions)
@@ -294,9 +300,10 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                 self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head.version)
                 break
             except VersionConflict:
-                time.sleep(random.uniform(0, min(0.05, 0.001 * 2**attempt)))
-        else:
-            raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_TRIES} tries")
+                if time.monotonic() >= give_up:
+                    raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_PATIENCE_S:g} s "
+                                          f"({attempt + 1} tries)") from None
+                time.sleep(random.uniform(0, min(PUT_BACKOFF_MAX_S, 0.001 * 2 ** min(attempt, 16))))
         self._remember(thread_key, ns, checkpoint["id"], meta.get("run_id"), plan)
         return _config(thread_id, ns, checkpoint["id"])
 
