@@ -8,7 +8,11 @@ time.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from keepstate.errors import VersionConflict
-from keepstate.integrations.langgraph import KeepstateSaver, keys
+from keepstate.integrations.langgraph import KeepstateSaver, keys, turns
 from keepstate.integrations.langgraph import saver as saver_module
 
 
@@ -35,6 +39,16 @@ def _message(text: str) -> HumanMessage:
 
 def _texts(graph: Any, config: Any) -> list[str]:
     return [message.content for message in graph.get_state(config).values["messages"]]
+
+
+@contextlib.contextmanager
+def _after_a_first_turn(tmp_path: Path) -> Iterator[tuple[KeepstateSaver, Any, Any]]:
+    """A saver on a new SQLite store, a graph that replies "reply", and thread ``t`` after its turn "first"."""
+    config = {"configurable": {"thread_id": "t"}}
+    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
+        graph = _graph(saver, lambda state: {"messages": [AIMessage("reply", id=uuid.uuid4().hex)]})
+        graph.invoke({"messages": [_message("first")]}, config)
+        yield saver, graph, config
 
 
 def _store_url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
@@ -104,10 +118,7 @@ class _Rival:
 def test_a_put_that_loses_the_head_race_dozens_of_times_still_lands(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(saver_module, "PUT_BACKOFF_MAX_S", 0.001)
-    config = {"configurable": {"thread_id": "t"}}
-    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
-        graph = _graph(saver, lambda state: {"messages": [AIMessage("reply", id=uuid.uuid4().hex)]})
-        graph.invoke({"messages": [_message("first")]}, config)
+    with _after_a_first_turn(tmp_path) as (saver, graph, config):
         rival = _Rival(saver, monkeypatch, times=100)  # more than a bound of 64 tries allowed
         graph.invoke({"messages": [_message("second")]}, config)
         assert rival.moved == 100
@@ -118,12 +129,79 @@ def test_a_put_gives_up_with_a_conflict_when_the_head_never_stops_moving(tmp_pat
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(saver_module, "PUT_BACKOFF_MAX_S", 0.001)
     monkeypatch.setattr(saver_module, "PUT_PATIENCE_S", 0.2)
-    config = {"configurable": {"thread_id": "t"}}
-    with KeepstateSaver(f"sqlite:///{tmp_path / 'store.db'}") as saver:
-        graph = _graph(saver, lambda state: {"messages": [AIMessage("reply", id=uuid.uuid4().hex)]})
-        graph.invoke({"messages": [_message("first")]}, config)
+    with _after_a_first_turn(tmp_path) as (saver, graph, config):
         rival = _Rival(saver, monkeypatch, times=float("inf"))
         with pytest.raises(VersionConflict, match=r"kept moving for 0\.2 s"):
             graph.invoke({"messages": [_message("second")]}, config)
         assert rival.moved > 1
         assert _texts(graph, config) == ["first", "reply"]  # nothing of the refused put is stored
+
+
+def _head_scope(saver: KeepstateSaver, thread_id: str = "t") -> Any:
+    return saver._thread(keys.thread_key(thread_id))
+
+
+def _claim_head(saver: KeepstateSaver, token: str) -> None:
+    """Another writer's claim on the root namespace's head, as turns.Turn.claim writes it."""
+    scope = _head_scope(saver)
+    scope.put(keys.head(""), {**scope.get(keys.head("")), turns.CLAIM: token})
+
+
+def test_a_put_waits_for_another_writers_claim_and_lands_once_it_is_gone(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    with _after_a_first_turn(tmp_path) as (saver, graph, config):
+        _claim_head(saver, "another-writer")
+        assert _texts(graph, config) == ["first", "reply"]  # a claim moves no checkpoint
+        released, committed_after_release = threading.Event(), []
+        commit = saver._commit
+
+        def watched_commit(*args: Any) -> None:
+            committed_after_release.append(released.is_set())
+            commit(*args)
+
+        def release() -> None:  # what the claimant's commit does: the head without the claim
+            time.sleep(0.3)
+            scope = _head_scope(saver)
+            scope.put(keys.head(""), {key: value for key, value in scope.get(keys.head("")).items()
+                                      if key != turns.CLAIM})
+            released.set()
+
+        monkeypatch.setattr(saver, "_commit", watched_commit)
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        graph.invoke({"messages": [_message("second")]}, config)
+        releaser.join()
+        assert committed_after_release and all(committed_after_release), committed_after_release
+        assert _texts(graph, config) == ["first", "reply", "second", "reply"]
+
+
+def test_a_claim_whose_writer_stopped_delays_the_others_by_the_patience_and_no_longer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "CLAIM_PATIENCE_S", 0.2)
+    with _after_a_first_turn(tmp_path) as (saver, graph, config):
+        _claim_head(saver, "a-writer-that-stopped")
+        started = time.monotonic()
+        graph.invoke({"messages": [_message("second")]}, config)
+        assert time.monotonic() - started >= 0.2  # it honoured the claim first
+        assert _texts(graph, config) == ["first", "reply", "second", "reply"]
+        assert turns.CLAIM not in _head_scope(saver).get(keys.head(""))  # its commit replaced the stale claim
+
+
+def test_a_put_that_keeps_losing_claims_the_head_and_then_commits_against_its_claim(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(saver_module, "PUT_BACKOFF_MAX_S", 0.001)
+    with _after_a_first_turn(tmp_path) as (saver, graph, config):
+        heads_at_commit: list[dict[str, Any]] = []
+        rival = _Rival(saver, monkeypatch, times=turns.LOSSES_BEFORE_CLAIM)
+        commit = rival.commit
+
+        def watched(scope: Any, *args: Any) -> None:
+            heads_at_commit.append(scope.get(keys.head(args[2])))
+            commit(scope, *args)
+
+        monkeypatch.setattr(saver, "_commit", watched)
+        graph.invoke({"messages": [_message("second")]}, config)
+        claimed = [turns.CLAIM in head for head in heads_at_commit]
+        assert claimed[:turns.LOSSES_BEFORE_CLAIM + 1] == [False] * turns.LOSSES_BEFORE_CLAIM + [True], claimed
+        assert _texts(graph, config) == ["first", "reply", "second", "reply"]
+        assert turns.CLAIM not in _head_scope(saver).get(keys.head(""))

@@ -13,7 +13,8 @@ registered as a session, so ``keepstate serve``'s console shows it as a conversa
 
 Every put is one atomic batch guarded by the head's version; a put whose head moved in the meantime
 is planned again. When another process moved the head while this one ran, list channels are merged
-(rebase.py): two processes invoking one thread lose nothing.
+(rebase.py): two processes invoking one thread lose nothing. A put that keeps losing claims the next
+turn (turns.py), so a slow merge is not starved by another process's fast plain puts.
 
 Both faces run the sync core on the saver's one worker thread: it orders the calls, which share the
 caches, and keeps one connection of the store (LangGraph calls from a new thread each invoke).
@@ -22,7 +23,6 @@ caches, and keeps one connection of the store (LangGraph calls from a new thread
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import threading
 import time
@@ -51,7 +51,7 @@ from keepstate import Scope, Store
 from keepstate.errors import TooLarge, VersionConflict
 from keepstate.protocol import MAX_BATCH_OPS
 
-from . import blobs, keys, maintenance, readable
+from . import blobs, keys, maintenance, readable, turns
 from .cache import Lru
 from .rebase import MISSING, Side, Stored, Version, View, merged, same, written
 
@@ -291,19 +291,26 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         meta = get_checkpoint_metadata(config, metadata)
         self._register(thread_id, thread_key)
         scope = self._thread(thread_key)
-        give_up = time.monotonic() + PUT_PATIENCE_S
-        for attempt in itertools.count():
+        give_up, turn, losses = time.monotonic() + PUT_PATIENCE_S, turns.Turn(), 0
+        while True:
+            if time.monotonic() >= give_up:
+                raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_PATIENCE_S:g} s "
+                                      f"({losses} tries lost)")
             head = scope.get_versioned(keys.head(ns))
-            plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
-                              checkpoint, new_versions)
-            try:
-                self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head.version)
-                break
-            except VersionConflict:
-                if time.monotonic() >= give_up:
-                    raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_PATIENCE_S:g} s "
-                                          f"({attempt + 1} tries)") from None
-                time.sleep(random.uniform(0, min(PUT_BACKOFF_MAX_S, 0.001 * 2 ** min(attempt, 16))))
+            if turn.waits(head):
+                time.sleep(turns.POLL_S)
+                continue
+            head_version = turn.claim(scope, keys.head(ns), head, losses)
+            if head_version is not None:
+                plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
+                                  checkpoint, new_versions)
+                try:
+                    self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head_version)
+                    break
+                except VersionConflict:
+                    pass
+            losses += 1
+            time.sleep(random.uniform(0, min(PUT_BACKOFF_MAX_S, 0.001 * 2 ** min(losses, 16))))
         self._remember(thread_key, ns, checkpoint["id"], meta.get("run_id"), plan)
         return _config(thread_id, ns, checkpoint["id"])
 
