@@ -1,7 +1,7 @@
 """What keepstate's ADK session service holds beyond ADK's contract (test_adk_sessions.py has that).
 
 Sessions past keepstate's 1 MiB list bound (events go on in further lists, read back whole and by
-tail across them); the console's view (the session registered, its events a ``{role, content}``
+tail across them, also when another writer made and filled the new list first); the console's view (the session registered, its events a ``{role, content}``
 conversation); the whole-read cache staying right when another service deletes and re-creates a
 session; names outside keepstate's key characters; ``from_store``; and ``import keepstate``
 importing no framework.
@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -21,7 +22,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
 import keepstate
-from keepstate.integrations.adk import KeepstateSessionService
+from keepstate.integrations.adk import KeepstateSessionService, layout
 from keepstate.platform import open_platform
 from keepstate.platform.models import Caller
 
@@ -63,6 +64,39 @@ async def test_a_session_past_one_mebibyte_goes_on_and_reads_back_whole(service:
     assert await tail(num_recent_events=5) == sent[-5:]
     assert await tail(after_timestamp=3.0) == sent[2:]
     assert await tail(after_timestamp=2.0, num_recent_events=4) == sent[-4:]
+
+
+async def test_a_writer_whose_new_list_another_filled_first_moves_on_to_the_next(
+        sqlite_url: str, service: KeepstateSessionService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writer B finds the last list full and goes to a new one; before B's write lands, writer A (another
+    process) has made that list and filled it. B's event goes to the list after: it is not "over 1 MiB alone"."""
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="long")
+    sent = [f"a{index}:" + "x" * 150_000 for index in range(6)]  # three to a list (each held twice in its item)
+    for index, text in enumerate(sent[:3]):  # the first list nearly full
+        await service.append_event(session, message(text, timestamp=index + 1))
+    other = KeepstateSessionService(sqlite_url)
+    write_event = other._write_event
+    raced: list[bool] = []
+
+    async def write_after_a_fills_the_new_list(place: Any, chunk: int, fresh: bool, *rest: Any) -> None:
+        if fresh and not raced:
+            raced.append(True)
+            for index, text in enumerate(sent[3:], start=3):
+                await service.append_event(session, message(text, timestamp=index + 1))
+        await write_event(place, chunk, fresh, *rest)
+
+    monkeypatch.setattr(other, "_write_event", write_after_a_fills_the_new_list)
+    try:
+        stale = await other.get_session(app_name=APP, user_id=USER, session_id="long")
+        assert stale is not None
+        await other.append_event(stale, message("b:" + "y" * 150_000, timestamp=7))
+    finally:
+        await other.close()
+    assert raced
+    got = await service.get_session(app_name=APP, user_id=USER, session_id="long")
+    assert got is not None and texts(got.events) == [*sent, "b:" + "y" * 150_000]
+    record = await service.store.ascope("session", agent=APP, id="long").get(f"{USER}.session")
+    assert layout.last_chunk(record) == 2  # lists 0 and 1 hold A's events, list 2 B's
 
 
 async def test_an_event_over_one_mebibyte_alone_is_refused_and_nothing_written(

@@ -233,10 +233,10 @@ class KeepstateSessionService(BaseSessionService):
                 await self._write_event(place, chunk, fresh, item, event.timestamp, app, user, own)
                 break
             except TooLarge:
-                if fresh:
-                    raise  # the event alone is over 1 MiB
                 record = await place.load() or record
-                chunk = max(chunk + 1, layout.last_chunk(record))
+                if fresh and layout.last_chunk(record) < chunk:
+                    raise  # the list was new and stays so: the event alone is over 1 MiB
+                chunk = max(chunk + 1, layout.last_chunk(record))  # full, or another writer made and filled it
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
 
