@@ -1,10 +1,10 @@
 """What keepstate's ADK session service holds beyond ADK's contract (test_adk_sessions.py has that).
 
 Sessions past keepstate's 1 MiB list bound (events go on in further lists, read back whole and by
-tail across them, also when another writer made and filled the new list first); the console's view (the session registered, its events a ``{role, content}``
-conversation); the whole-read cache staying right when another service deletes and re-creates a
-session; names outside keepstate's key characters; ``from_store``; and ``import keepstate``
-importing no framework.
+tail across them, also when another writer made and filled the new list first); the console's
+view (the session registered, its events a ``{role, content}`` conversation); the whole-read cache
+staying right when another service deletes and re-creates a session; names outside keepstate's key
+characters; ``from_store``; and ``import keepstate`` importing no framework.
 """
 
 from __future__ import annotations
