@@ -73,7 +73,7 @@ def _merged(old: str, sections: list[str], stamp: str) -> str:
         heading, _, body = section.partition("\n")
         stamped = f"{heading}\n\n{stamp}\n{body}"
         index = next((i for i, part in enumerate(known) if part.partition("\n")[0] == heading), len(known))
-        known[index:index + 1] = [stamped]
+        known[index : index + 1] = [stamped]
     return head.rstrip("\n") + "\n\n" + "\n".join(known)
 
 

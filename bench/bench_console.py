@@ -51,6 +51,7 @@ def pages(seeded: Seeded) -> list[tuple[str, str]]:
         ("Run (held, with run state)", f"/console/runs/{seeded.held[0]}"),
         ("Session, 500-message conversation", f"/console/sessions/{seeded.conversation}"),
         ("Agents", "/console/agents"),
+        ("Waiting for you (200 held)", "/console/waiting"),
         ("Status poll, 50 runs", "/console/runs/status?ids=" + ",".join(seeded.runs[-50:])),
     ]
 
@@ -66,9 +67,30 @@ def memory_pages(seeded: Seeded) -> list[tuple[str, str]]:
     ]
 
 
-WORDS = ("invoice", "refund", "parcel", "order", "shipping", "label", "account", "password", "email", "phone",
-         "warranty", "return", "delivery", "address", "payment", "card", "discount", "coupon", "kettle", "lamp",
-         "chair", "table")
+WORDS = (
+    "invoice",
+    "refund",
+    "parcel",
+    "order",
+    "shipping",
+    "label",
+    "account",
+    "password",
+    "email",
+    "phone",
+    "warranty",
+    "return",
+    "delivery",
+    "address",
+    "payment",
+    "card",
+    "discount",
+    "coupon",
+    "kettle",
+    "lamp",
+    "chair",
+    "table",
+)
 
 
 def _text(n: int) -> str:
@@ -84,8 +106,12 @@ async def _fill_memory(platform: Platform, count: int) -> None:
     view = View(space_of("default", "chat"), every_folder=True)
     paths = [f"kb/doc-{n:05d}" if n % 10 else f"users/user-{n % 50}/note-{n:05d}" for n in range(count)]
     for start in range(0, count, 200):
-        await asyncio.gather(*(api.write(view, path, {"text": _text(start + i), "metadata": {"n": start + i}})
-                               for i, path in enumerate(paths[start:start + 200])))
+        await asyncio.gather(
+            *(
+                api.write(view, path, {"text": _text(start + i), "metadata": {"n": start + i}})
+                for i, path in enumerate(paths[start : start + 200])
+            )
+        )
 
 
 async def _timed(client: httpx.AsyncClient, path: str) -> float:
@@ -129,7 +155,10 @@ async def _row(client: httpx.AsyncClient, name: str, path: str) -> tuple[object,
 async def _all() -> str:
     sections = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, url in (("SQLite", f"sqlite:///{Path(tmp) / 'console.db'}"), ("memory", f"memory://{uuid.uuid4().hex}")):
+        for name, url in (
+            ("SQLite", f"sqlite:///{Path(tmp) / 'console.db'}"),
+            ("memory", f"memory://{uuid.uuid4().hex}"),
+        ):
             try:
                 measured, filled = await _backend(url)
             except Exception as error:  # a store this branch cannot open yet: say so, measure the rest
@@ -148,7 +177,8 @@ def run() -> str:
         "through httpx's ASGI transport, signed in as the member owning "
         f"everything; median of {ROUNDS * PER_ROUND} requests each, alternating with `/healthz` through the same "
         "stack. Pages read one page of rows (50) from the store, never the whole table.\n\n"
-        + asyncio.run(_all()) + "\n"
+        + asyncio.run(_all())
+        + "\n"
     )
 
 

@@ -93,8 +93,10 @@ def _measure(places: list[Place]) -> list[tuple[float, float, int]]:
 
 def _rows(name: str) -> list[tuple[object, ...]]:
     adapter = ADAPTERS.get(name)
-    with (tempfile.TemporaryDirectory(prefix="bench-frameworks-") as theirs,
-          tempfile.TemporaryDirectory(prefix="bench-frameworks-") as ours):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-frameworks-") as theirs,
+        tempfile.TemporaryDirectory(prefix="bench-frameworks-") as ours,
+    ):
         places: list[Place] = [(OPENERS[name], str(Path(theirs) / "store.db"), Path(theirs))]
         if adapter is not None:
             places.append((adapter, f"sqlite:///{Path(ours) / 'store.db'}", Path(ours)))
@@ -103,20 +105,34 @@ def _rows(name: str) -> list[tuple[object, ...]]:
     if not adapted:
         return [*rows, (f"keepstate adapter for {name}", "not yet", "", "", "", "")]
     ((our_first, our_last, our_size),) = adapted
-    return [*rows, (f"keepstate adapter for {name}", our_first, our_last, f"{our_last / our_first:.2f}x",
-                    f"{our_size / 1e6:.1f}", f"{our_last / last:.2f}x")]
+    return [
+        *rows,
+        (
+            f"keepstate adapter for {name}",
+            our_first,
+            our_last,
+            f"{our_last / our_first:.2f}x",
+            f"{our_size / 1e6:.1f}",
+            f"{our_last / last:.2f}x",
+        ),
+    ]
 
 
 def run() -> str:
     rows = [row for name in FRAMEWORK_STORES for row in _rows(name)]
-    header = ("store", "ms/turn, first 100", "ms/turn, last 100", "last / first", "MB on disk",
-              "adapter / framework, last 100")
+    header = (
+        "store",
+        "ms/turn, first 100",
+        "ms/turn, last 100",
+        "last / first",
+        "MB on disk",
+        "adapter / framework, last 100",
+    )
     return (
         "## Framework stores over a 1,000-turn conversation\n\n"
         f"A turn: add one message (~100 bytes) and read the last {RECENT}; {TURNS} turns on a fresh SQLite file, "
         f"the first and last {WINDOW} timed, a framework's store and its adapter "
-        "taking turns. One process; a noisy 2-core machine, so compare within a run.\n\n"
-        + table(header, rows) + "\n"
+        "taking turns. One process; a noisy 2-core machine, so compare within a run.\n\n" + table(header, rows) + "\n"
     )
 
 

@@ -133,10 +133,7 @@ def now() -> int:
 
 
 def measure(store: HarnessStore, raws: dict[str, Call], backend: str) -> list[Row]:
-    return [
-        (backend, name, *best_of(numbered(fn), numbered(raws[name])))
-        for name, fn in store_cases(store).items()
-    ]
+    return [(backend, name, *best_of(numbered(fn), numbered(raws[name]))) for name, fn in store_cases(store).items()]
 
 
 def sqlite_rows(directory: str) -> list[Row]:

@@ -32,7 +32,7 @@ SECONDS = float(os.environ.get("KEEPSTATE_BENCH_SECONDS", "3"))
 ROUNDS = 5
 WARMUP = 1.0
 
-BARE_APP = r'''
+BARE_APP = r"""
 import sys, orjson, uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,9 +57,9 @@ app = Starlette(routes=[Route("/v0/state/{scope}/{key}", get, methods=["GET"]),
                         Route("/readyz", ready)])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http="httptools",
             access_log=False, log_level="warning")
-'''
+"""
 
-FASTAPI_APP = r'''
+FASTAPI_APP = r"""
 import sys, uvicorn
 from typing import Any
 from fastapi import FastAPI, Body
@@ -79,9 +79,9 @@ async def ready():
     return {}
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), loop="uvloop", http="httptools",
             access_log=False, log_level="warning")
-'''
+"""
 
-LOADGEN = r'''
+LOADGEN = r"""
 import asyncio, json, sys, time, uvloop
 host, port = sys.argv[1], int(sys.argv[2])
 seconds, warmup, conns = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
@@ -114,14 +114,19 @@ async def main():
     p50, p99 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
     print(json.dumps({"rps": len(lat) / seconds, "p50": p50, "p99": p99}))
 uvloop.run(main())
-'''
+"""
 
 
 def load(url: str, request: bytes) -> dict[str, float]:
     """Run the load generator in its own process against ``url`` with one raw request."""
     host, port = url.removeprefix("http://").split(":")
-    out = subprocess.run([sys.executable, "-c", LOADGEN, host, port, str(SECONDS), str(WARMUP), str(CONNECTIONS)],
-                         input=request, capture_output=True, check=True, timeout=SECONDS + 60)
+    out = subprocess.run(
+        [sys.executable, "-c", LOADGEN, host, port, str(SECONDS), str(WARMUP), str(CONNECTIONS)],
+        input=request,
+        capture_output=True,
+        check=True,
+        timeout=SECONDS + 60,
+    )
     result: dict[str, float] = json.loads(out.stdout)
     return result
 
@@ -132,8 +137,10 @@ def get_request(token: str = "") -> bytes:
 
 def put_request(token: str = "") -> bytes:
     body = b'{"value":{"n":1,"text":"a small state value"}}'
-    head = (f"PUT /v0/state/agent/k HTTP/1.1\r\nHost: bench\r\nx-agentos-run-token: {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"PUT /v0/state/agent/k HTTP/1.1\r\nHost: bench\r\nx-agentos-run-token: {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     return head + body
 
 
@@ -187,9 +194,12 @@ def measure(rounds: int = ROUNDS) -> tuple[dict[str, dict[str, dict[str, float]]
     finally:
         stop(bare)
         stop(fast)
-    ratios = {call: statistics.median(o["rps"] / b["rps"] for b, o in zip(runs["bare"][call], runs["keepstate"][call],
-                                                                          strict=True))
-              for call in ("get", "put")}
+    ratios = {
+        call: statistics.median(
+            o["rps"] / b["rps"] for b, o in zip(runs["bare"][call], runs["keepstate"][call], strict=True)
+        )
+        for call in ("get", "put")
+    }
     medians = {server: {call: _median(found) for call, found in calls.items()} for server, calls in runs.items()}
     return medians, ratios
 
@@ -197,12 +207,15 @@ def measure(rounds: int = ROUNDS) -> tuple[dict[str, dict[str, dict[str, float]]
 def run() -> str:
     medians, ratios = measure()
     lines = [
-        "## HTTP", "",
+        "## HTTP",
+        "",
         f"{CONNECTIONS} keep-alive connections, {SECONDS:.0f} s per load after {WARMUP:.0f} s warm-up; "
         "uvicorn + uvloop + httptools, 1 worker each; the load generator in its own process. "
         f"Bare Starlette and keepstate alternate in {ROUNDS} rounds per call: medians, and the median "
-        "of the rounds' ratios (FastAPI: one round, for the framework choice).", "",
-        "| server | call | req/s | p50 ms | p99 ms | vs bare |", "| --- | --- | ---: | ---: | ---: | ---: |",
+        "of the rounds' ratios (FastAPI: one round, for the framework choice).",
+        "",
+        "| server | call | req/s | p50 ms | p99 ms | vs bare |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     names = {"bare": "bare Starlette (dict)", "fastapi": "bare FastAPI (dict)", "keepstate": "keepstate (SQLite)"}
     for server, name in names.items():
@@ -211,6 +224,9 @@ def run() -> str:
             ratio = ratios[call] if server == "keepstate" else r["rps"] / medians["bare"][call]["rps"]
             cells = f"{r['rps']:,.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {ratio:.2f}x"
             lines.append(f"| {name} | {call.upper()} | {cells} |")
-    lines += ["", f"keepstate state GET is {ratios['get']:.2f}x the bare floor (target 0.6x); "
-              "PUT is bound by the SQLite commit (group-committed, synchronous=FULL)."]
+    lines += [
+        "",
+        f"keepstate state GET is {ratios['get']:.2f}x the bare floor (target 0.6x); "
+        "PUT is bound by the SQLite commit (group-committed, synchronous=FULL).",
+    ]
     return "\n".join(lines) + "\n"

@@ -124,6 +124,7 @@ async def _postgres_rows_at(url: str) -> list[Row]:
             async def call(index: int) -> object:
                 cursor = await raws[index % tasks].execute(PG_RAW_INCR, (NS, f"c{index % 50}"))
                 return await cursor.fetchone()
+
             return call
 
         async def pooled_raw_incr(index: int) -> object:
@@ -136,11 +137,13 @@ async def _postgres_rows_at(url: str) -> list[Row]:
         for tasks in (1, TASKS):
             name = f"incr, {tasks} task{'s' if tasks > 1 else ''}"
             slowdown = await alternating(incr, raw_incr(tasks), tasks)
-            rows.append(("PostgreSQL", name, "raw upsert-increment, psycopg async, own connections (speed)",
-                         1 / slowdown, 0.8))
+            rows.append(
+                ("PostgreSQL", name, "raw upsert-increment, psycopg async, own connections (speed)", 1 / slowdown, 0.8)
+            )
             slowdown = await alternating(incr, pooled_raw_incr, tasks)
-            rows.append(("PostgreSQL", name, "the same raw statement through keepstate's pool (speed)",
-                         1 / slowdown, 0.8))
+            rows.append(
+                ("PostgreSQL", name, "the same raw statement through keepstate's pool (speed)", 1 / slowdown, 0.8)
+            )
         return rows
     finally:
         await database.aclose()
@@ -168,8 +171,10 @@ def run() -> str:
         "| backend | case | against | ratio | target |",
         "| --- | --- | --- | ---: | --- |",
     ]
-    lines += [f"| {backend} | {case} | {against} | {ratio:.2f}× | {_verdict(case, ratio, target)} |"
-              for backend, case, against, ratio, target in rows]
+    lines += [
+        f"| {backend} | {case} | {against} | {ratio:.2f}× | {_verdict(case, ratio, target)} |"
+        for backend, case, against, ratio, target in rows
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -46,9 +46,11 @@ async def _long_list(store: StateFacet, key: str) -> int:
 
 def _pairs(store: StateFacet, length: int) -> list[tuple[str, Op, Op]]:
     """(case, op on the long list, the same op on the short one)."""
+
     def on(key: str, call: Callable[[str], Awaitable[object]]) -> Op:
         async def op(task: int, i: int) -> object:
             return await call(key)
+
         return op
 
     async def churn_trim(key: str) -> object:  # one in, one out: the list keeps its length
@@ -112,19 +114,26 @@ SECTIONS = [("Redis", _redis)]
 
 
 def _table(title: str, driver: str, rows: list[Row]) -> list[str]:
-    lines = [f"**{title}** ({driver})", "", "| case | ops/s | baseline ops/s | ratio | target |",
-             "| --- | ---: | ---: | ---: | --- |"]
-    lines += [f"| {case} | {mine:,.0f} | {base:,.0f} | {ratio:.2f}× | {target} |"
-              for case, mine, base, ratio, target in rows]
+    lines = [
+        f"**{title}** ({driver})",
+        "",
+        "| case | ops/s | baseline ops/s | ratio | target |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    lines += [
+        f"| {case} | {mine:,.0f} | {base:,.0f} | {ratio:.2f}× | {target} |" for case, mine, base, ratio, target in rows
+    ]
     return [*lines, ""]
 
 
 async def _run() -> str:
     lines = [
-        "## Lists and incr: Redis", "",
+        "## Lists and incr: Redis",
+        "",
         "Alternating rounds of both sides, one asyncio process; for lists the ratio is time per op on the "
         "long list over time per op on the short one, for incr the store's ops/s over the raw driver's. "
-        "2-core machine shared with other work: ratios are noisy, absolutes more so.", "",
+        "2-core machine shared with other work: ratios are noisy, absolutes more so.",
+        "",
     ]
     for title, section in SECTIONS:
         lines += _table(title, *await section())

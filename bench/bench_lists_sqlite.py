@@ -56,8 +56,9 @@ def _raw_sqlite(path: Path) -> sqlite3.Connection:
 
 def _raw_turn(conn: sqlite3.Connection) -> Callable[[int], None]:
     """One turn on raw sqlite3: a one-row insert, then the last 20 rows back (decoded, as ours are)."""
-    conn.execute("CREATE TABLE msgs (conv TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL, "
-                 "PRIMARY KEY (conv, seq))")
+    conn.execute(
+        "CREATE TABLE msgs (conv TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (conv, seq))"
+    )
 
     def turn(index: int) -> None:
         conn.execute("INSERT INTO msgs (conv, seq, body) VALUES (?, ?, ?)", ("c", index, orjson.dumps(_message(index))))
@@ -102,8 +103,13 @@ def _chat_rows(folder: Path) -> list[tuple[object, ...]]:
     ratio = statistics.median(r / o for r, o, _ in rounds)
     drift = statistics.median(d for _, _, d in rounds)
     return [
-        (f"chat turn (append 1 + tail 20), {TURNS:,} turns on a fresh file", "turns/s", raw_rate, our_rate,
-         f"{ratio:.2f}× raw"),
+        (
+            f"chat turn (append 1 + tail 20), {TURNS:,} turns on a fresh file",
+            "turns/s",
+            raw_rate,
+            our_rate,
+            f"{ratio:.2f}× raw",
+        ),
         ("the same: last 100 turns vs first 100", "", "", "", f"{drift:.2f}× speed"),
     ]
 
@@ -111,12 +117,18 @@ def _chat_rows(folder: Path) -> list[tuple[object, ...]]:
 def _incr_rows(folder: Path, scope: keepstate.Scope) -> list[tuple[object, ...]]:
     """(c): incr against one autocommit upsert-increment statement, both WAL + FULL."""
     conn = _raw_sqlite(folder / "raw-incr.db")
-    conn.execute("CREATE TABLE counters (ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, "
-                 "PRIMARY KEY (ns, key))")
-    upsert = ("INSERT INTO counters (ns, key, n) VALUES (?, ?, 1) "
-              "ON CONFLICT (ns, key) DO UPDATE SET n = n + 1 RETURNING n")
-    raw, ours, ratio = paired(lambda i: conn.execute(upsert, ("ns", f"c{i % 10}")).fetchone(),
-                              lambda i: scope.incr(f"c{i % 10}"), 1000, rounds=9)
+    conn.execute(
+        "CREATE TABLE counters (ns TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (ns, key))"
+    )
+    upsert = (
+        "INSERT INTO counters (ns, key, n) VALUES (?, ?, 1) ON CONFLICT (ns, key) DO UPDATE SET n = n + 1 RETURNING n"
+    )
+    raw, ours, ratio = paired(
+        lambda i: conn.execute(upsert, ("ns", f"c{i % 10}")).fetchone(),
+        lambda i: scope.incr(f"c{i % 10}"),
+        1000,
+        rounds=9,
+    )
     conn.close()
     return [("incr vs raw upsert-increment", "ops/s", raw, ours, f"{ratio:.2f}× raw")]
 
@@ -131,11 +143,13 @@ def _sqlite_rows(folder: Path) -> list[tuple[object, ...]]:
 def run() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         rows = _sqlite_rows(Path(tmp))
-    return "\n\n".join([
-        "## Lists and store-side writes: SQLite",
-        "Targets: (a) tail 20 of a ~1 MiB list ≤ 1.2× the cost of a 20-item list's; (b) SQLite chat turn "
-        "≥ 0.75× raw sqlite3 (one row per message, WAL, `synchronous=FULL`), last 100 turns ≥ 0.9× the "
-        "first 100; (c) incr ≥ 0.8× a raw one-statement upsert-increment. (a): the short list's side is "
-        "'raw'. Medians of alternating rounds on a shared 2-core machine: noisy.",
-        table(("backend", "case", "unit / size", "raw (or short)", "keepstate", "ratio"), rows),
-    ])
+    return "\n\n".join(
+        [
+            "## Lists and store-side writes: SQLite",
+            "Targets: (a) tail 20 of a ~1 MiB list ≤ 1.2× the cost of a 20-item list's; (b) SQLite chat turn "
+            "≥ 0.75× raw sqlite3 (one row per message, WAL, `synchronous=FULL`), last 100 turns ≥ 0.9× the "
+            "first 100; (c) incr ≥ 0.8× a raw one-statement upsert-increment. (a): the short list's side is "
+            "'raw'. Medians of alternating rounds on a shared 2-core machine: noisy.",
+            table(("backend", "case", "unit / size", "raw (or short)", "keepstate", "ratio"), rows),
+        ]
+    )

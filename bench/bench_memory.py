@@ -58,8 +58,9 @@ class Corpus:
     def __init__(self, seed: int = 7) -> None:
         rng = random.Random(seed)
         syllables = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"]
-        self.vocabulary = list(dict.fromkeys("".join(rng.choices(syllables, k=rng.randint(2, 4)))
-                                             for _ in range(24_000)))[:20_000]
+        self.vocabulary = list(
+            dict.fromkeys("".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(24_000))
+        )[:20_000]
         weights = [1 / (rank + 1) for rank in range(len(self.vocabulary))]
         self.pool = rng.choices(self.vocabulary, weights, k=500_000)
         self.everywhere = self.vocabulary[3]
@@ -74,7 +75,7 @@ class Corpus:
         self.holding[count] = 0
         for index in range(count):
             start = rng.randrange(len(self.pool) - 300)
-            words = self.pool[start:start + 290]
+            words = self.pool[start : start + 290]
             self.holding[count] += self.common in words
             for needle, where in planted.get(index, ()):
                 words.insert(where, needle)
@@ -133,8 +134,11 @@ async def compare(small: DocumentsFacet, large: DocumentsFacet, texts: list[str]
     for facet in (small, large):
         await mean_query_ms(facet, queries[:3])  # warm caches
     rounds = [(await mean_query_ms(small, queries), await mean_query_ms(large, queries)) for _ in range(SEARCH_ROUNDS)]
-    return (statistics.median(s for s, _ in rounds), statistics.median(g for _, g in rounds),
-            statistics.median(g / s for s, g in rounds))
+    return (
+        statistics.median(s for s, _ in rounds),
+        statistics.median(g for _, g in rounds),
+        statistics.median(g / s for s, g in rounds),
+    )
 
 
 async def analyze(url: str) -> None:
@@ -176,8 +180,10 @@ def sqlite_file(size: int) -> Iterator[str]:
 
 # ---------------------------------------------------------------- writes
 
-RAW_PG_INSERT = ("INSERT INTO raw_documents (space, path, version, live, text, metadata, updated_at) "
-                 "VALUES (%s, %s, 1, true, %s, %s, 1)")
+RAW_PG_INSERT = (
+    "INSERT INTO raw_documents (space, path, version, live, text, metadata, updated_at) "
+    "VALUES (%s, %s, 1, true, %s, %s, 1)"
+)
 Writer = Callable[[int], Awaitable[object]]
 
 
@@ -192,8 +198,11 @@ async def alternate(raw: Writer, ours: Writer) -> tuple[float, float, float]:
                 await write(index)
             rates.append(WRITES_PER_ROUND / (time.perf_counter() - started))
         pairs.append((rates[0], rates[1]))
-    return (statistics.median(r for r, _ in pairs), statistics.median(o for _, o in pairs),
-            statistics.median(o / r for r, o in pairs))
+    return (
+        statistics.median(r for r, _ in pairs),
+        statistics.median(o for _, o in pairs),
+        statistics.median(o / r for r, o in pairs),
+    )
 
 
 def write_texts(corpus: Corpus) -> list[str]:
@@ -263,24 +272,28 @@ def run() -> str:
     target_rows = [row for row in searches if str(row[1]).startswith("rare")]
     worst = max(float(str(row[4]).rstrip("x")) for row in target_rows)
     slowest_write = min(float(row[4]) for row in writes)  # type: ignore[arg-type]
-    return "\n".join([
-        "## Memory: search and writes",
-        "",
-        __doc__.split("\n\n", 1)[1].strip() if __doc__ else "",
-        "",
-        f"**Search**: mean time of one search (10 hits), ms; {SEARCH_ROUNDS} rounds of each query set, "
-        "alternating between the two stores; the last column is the median of the per-round ratios. "
-        f"The common word is in {corpus.holding.get(small, 0) / small:.0%} and "
-        f"{corpus.holding.get(large, 0) / large:.0%} of the documents.",
-        "",
-        table(("backend", "query", f"{small:,} docs", f"{large:,} docs", f"{large // small}x docs costs"), searches),
-        "",
-        f"**Writes**: {WRITES_PER_ROUND} documents per round, {WRITE_ROUNDS} alternating rounds, one durable "
-        "transaction each.",
-        "",
-        table(("backend", "keepstate", "raw docs/s", "keepstate docs/s", "keepstate / raw"), writes),
-        "",
-        f"Targets: {large // small}x the documents costs <= 2x per query: worst {worst:.2f}x "
-        f"{'met' if worst <= 2 else 'NOT met'}; writes >= 0.7x raw: worst {slowest_write:.2f}x "
-        f"{'met' if slowest_write >= 0.7 else 'NOT met'}.",
-    ])
+    return "\n".join(
+        [
+            "## Memory: search and writes",
+            "",
+            __doc__.split("\n\n", 1)[1].strip() if __doc__ else "",
+            "",
+            f"**Search**: mean time of one search (10 hits), ms; {SEARCH_ROUNDS} rounds of each query set, "
+            "alternating between the two stores; the last column is the median of the per-round ratios. "
+            f"The common word is in {corpus.holding.get(small, 0) / small:.0%} and "
+            f"{corpus.holding.get(large, 0) / large:.0%} of the documents.",
+            "",
+            table(
+                ("backend", "query", f"{small:,} docs", f"{large:,} docs", f"{large // small}x docs costs"), searches
+            ),
+            "",
+            f"**Writes**: {WRITES_PER_ROUND} documents per round, {WRITE_ROUNDS} alternating rounds, one durable "
+            "transaction each.",
+            "",
+            table(("backend", "keepstate", "raw docs/s", "keepstate docs/s", "keepstate / raw"), writes),
+            "",
+            f"Targets: {large // small}x the documents costs <= 2x per query: worst {worst:.2f}x "
+            f"{'met' if worst <= 2 else 'NOT met'}; writes >= 0.7x raw: worst {slowest_write:.2f}x "
+            f"{'met' if slowest_write >= 0.7 else 'NOT met'}.",
+        ]
+    )

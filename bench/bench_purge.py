@@ -73,12 +73,34 @@ def _rows(start: int, count: int, updated_at: int) -> tuple[list[dict[str, Any]]
     for n in range(start, start + count):
         run_id = f"run_old_{n}"
         status = ("done", "failed", "cancelled", "expired")[n % 4]
-        runs.append({"id": run_id, "env": "default", "agent": f"agent{n % 8}", "owner": "k", "caller": "k",
-                     "status": status, "input": b'{"message":"an old turn"}', "output": b'{"reply":"done"}',
-                     "error": b"null", "hold": b"null", "decision": b"null", "created_at": updated_at,
-                     "updated_at": updated_at})
-        invocations.append({"id": f"inv_old_{n}", "env": "default", "run_id": run_id, "agent": f"agent{n % 8}",
-                            "kind": "start", "status": status, "created_at": updated_at})
+        runs.append(
+            {
+                "id": run_id,
+                "env": "default",
+                "agent": f"agent{n % 8}",
+                "owner": "k",
+                "caller": "k",
+                "status": status,
+                "input": b'{"message":"an old turn"}',
+                "output": b'{"reply":"done"}',
+                "error": b"null",
+                "hold": b"null",
+                "decision": b"null",
+                "created_at": updated_at,
+                "updated_at": updated_at,
+            }
+        )
+        invocations.append(
+            {
+                "id": f"inv_old_{n}",
+                "env": "default",
+                "run_id": run_id,
+                "agent": f"agent{n % 8}",
+                "kind": "start",
+                "status": status,
+                "created_at": updated_at,
+            }
+        )
     return runs, invocations
 
 
@@ -136,8 +158,10 @@ def mid_batch(store: str) -> bool:
     import psycopg
 
     with psycopg.connect(store) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE %s",
-                           (PURGE.split("\n", 1)[0] + "%",)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' AND query LIKE %s",
+            (PURGE.split("\n", 1)[0] + "%",),
+        ).fetchone()
     return bool(row and row[0])
 
 
@@ -163,8 +187,12 @@ def purge_while_serving(store: str) -> dict[str, Any]:
     with running_server(store, admin_key=key, lease=3600) as server:
         token = keepstate_token(server.url, key)
         window(server.url, token)  # warm-up
-        purge = subprocess.Popen([sys.executable, "-c", MAIN, "purge", "--store", store, "--older-than", "5"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        purge = subprocess.Popen(
+            [sys.executable, "-c", MAIN, "purge", "--store", store, "--older-than", "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         pairs, running = [], 0.0
         try:
             while purge.poll() is None:
@@ -192,12 +220,16 @@ async def _rate(fn: Callable[[int], Awaitable[object]], count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-async def paired_async(raw: Callable[[int], Awaitable[object]], ours: Callable[[int], Awaitable[object]],
-                       count: int) -> tuple[float, float, float]:
+async def paired_async(
+    raw: Callable[[int], Awaitable[object]], ours: Callable[[int], Awaitable[object]], count: int
+) -> tuple[float, float, float]:
     """``timing.paired`` for coroutines: alternating rounds, medians of each and of the ratios."""
     pairs = [(await _rate(raw, count), await _rate(ours, count)) for _ in range(ROUNDS)]
-    return (statistics.median(r for r, _ in pairs), statistics.median(o for _, o in pairs),
-            statistics.median(o / r for r, o in pairs))
+    return (
+        statistics.median(r for r, _ in pairs),
+        statistics.median(o for _, o in pairs),
+        statistics.median(o / r for r, o in pairs),
+    )
 
 
 async def claims_and_metrics(store: str) -> dict[str, Any]:
@@ -214,8 +246,9 @@ async def claims_and_metrics(store: str) -> dict[str, Any]:
         facet = platform.state
         await facet.put("default/agent/bench/", "k", b'{"n":1}')
         timed: StateFacet = Timed(facet, StoreCollector(), "state")  # type: ignore[assignment]
-        get = await paired_async(lambda _: facet.get("default/agent/bench/", "k"),
-                                 lambda _: timed.get("default/agent/bench/", "k"), GETS)
+        get = await paired_async(
+            lambda _: facet.get("default/agent/bench/", "k"), lambda _: timed.get("default/agent/bench/", "k"), GETS
+        )
         started = time.perf_counter()
         stats = await platform.repo.agent_stats(None)
         scrape_ms = (time.perf_counter() - started) * 1000
@@ -249,26 +282,67 @@ def run() -> str:
     for r in results:
         purging, stopped = [p for p, _ in r["pairs"]], [s for _, s in r["pairs"]]
         ratios = _ratios(r["pairs"])
-        rows.append((r["name"], f"{r['seconds']:.1f}", f"{ROWS / r['seconds']:,.0f}", len(r["pairs"]),
-                     f"{statistics.median(w['rps'] for w in stopped):,.0f}",
-                     f"{statistics.median(w['rps'] for w in purging):,.0f}",
-                     f"{statistics.median(w['p99'] for w in stopped):.2f}",
-                     f"{statistics.median(w['p99'] for w in purging):.2f}",
-                     f"{statistics.median(ratios):.2f}x ({max(ratios):.2f}x)"))
-    purge_table = table(("store", "purge s", "runs/s", "pairs", "GET/s stopped", "GET/s purging",
-                         "p99 ms stopped", "p99 ms purging", "purging / stopped (worst pair)"), rows)
+        rows.append(
+            (
+                r["name"],
+                f"{r['seconds']:.1f}",
+                f"{ROWS / r['seconds']:,.0f}",
+                len(r["pairs"]),
+                f"{statistics.median(w['rps'] for w in stopped):,.0f}",
+                f"{statistics.median(w['rps'] for w in purging):,.0f}",
+                f"{statistics.median(w['p99'] for w in stopped):.2f}",
+                f"{statistics.median(w['p99'] for w in purging):.2f}",
+                f"{statistics.median(ratios):.2f}x ({max(ratios):.2f}x)",
+            )
+        )
+    purge_table = table(
+        (
+            "store",
+            "purge s",
+            "runs/s",
+            "pairs",
+            "GET/s stopped",
+            "GET/s purging",
+            "p99 ms stopped",
+            "p99 ms purging",
+            "purging / stopped (worst pair)",
+        ),
+        rows,
+    )
     cost_rows: list[tuple[object, ...]] = []
     for r in results:
         plain, recording, ratio = r["claim"]
         raw, timed, get_ratio = r["get"]
-        cost_rows.append((r["name"], f"{plain:,.0f}", f"{recording:,.0f}", f"{ratio:.2f}", f"{raw:,.0f}",
-                          f"{timed:,.0f}", f"{get_ratio:.2f}", f"{r['scrape_ms']:.1f}"))
-    cost_table = table(("store", "empty claims/s", "with ks_agents", "ratio", "state get/s bare", "timed",
-                        "ratio", f"agent_stats ms at {ROWS:,} runs"), cost_rows)
+        cost_rows.append(
+            (
+                r["name"],
+                f"{plain:,.0f}",
+                f"{recording:,.0f}",
+                f"{ratio:.2f}",
+                f"{raw:,.0f}",
+                f"{timed:,.0f}",
+                f"{get_ratio:.2f}",
+                f"{r['scrape_ms']:.1f}",
+            )
+        )
+    cost_table = table(
+        (
+            "store",
+            "empty claims/s",
+            "with ks_agents",
+            "ratio",
+            "state get/s bare",
+            "timed",
+            "ratio",
+            f"agent_stats ms at {ROWS:,} runs",
+        ),
+        cost_rows,
+    )
     verdict = ", ".join(f"{r['name']} {statistics.median(_ratios(r['pairs'])):.2f}x" for r in results)
     share = 1 / (1 + PURGE_DUTY)
-    return "\n".join([
-        "## Lifecycle: purge, claims, metrics", "",
+    lines = [
+        "## Lifecycle: purge, claims, metrics",
+        "",
         f"**Purge while serving.** One `keepstate serve` answers state GETs at {CONNECTIONS} keep-alive connections "
         f"(closed loop) in {WINDOW_S:.0f} s windows while `keepstate purge --older-than 5` (another process, as an "
         f"operator runs it) deletes {ROWS:,} finished runs and their invocations ({PURGE_BATCH:,} per "
@@ -277,19 +351,25 @@ def run() -> str:
         "under the same drift of this shared machine, the same tables and the same caches. The old runs are "
         "settled first (PostgreSQL: `VACUUM ANALYZE`, as autovacuum would have long since; SQLite: WAL checkpointed). "
         "p99s are the medians of the windows'; the ratio is the median of the pairs' ratios, the worst pair in "
-        "brackets. *purge s* counts only the time the purge ran.", "",
-        purge_table, "",
+        "brackets. *purge s* counts only the time the purge ran.",
+        "",
+        purge_table,
+        "",
         f"Target (p99 while purging within 2x of idle): {verdict}. A purge pauses after each batch {PURGE_DUTY:g} "
         f"times as long as the batch took, so it works at most {share:.0%} of its time. Load generator, server, "
         f"purge and PostgreSQL share this machine's {os.cpu_count()} cores with other work: the figures move "
-        "from run to run. Autovacuum's later pass over the purged tables is not in the windows.", "",
+        "from run to run. Autovacuum's later pass over the purged tables is not in the windows.",
+        "",
         f"**Claims, metrics.** In one process, {ROUNDS} alternating rounds each: {CLAIMS:,} empty claims through "
         "the platform rules with the per-process throttled `ks_agents` upsert (at most once per agent every 5 s) "
         f"off and on; {GETS:,} state-facet GETs bare and through the store-latency timing proxy; one "
-        f"`agent_stats` read (what a `/metrics` scrape costs the store, at most every 5 s) at {ROWS:,} runs.", "",
-        cost_table, "",
+        f"`agent_stats` read (what a `/metrics` scrape costs the store, at most every 5 s) at {ROWS:,} runs.",
+        "",
+        cost_table,
+        "",
         _reading(results),
-    ]) + "\n"
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _reading(results: list[dict[str, Any]]) -> str:

@@ -22,8 +22,9 @@ from urllib.parse import quote
 from bench.bench_http import CONNECTIONS, LOADGEN, SECONDS, WARMUP, keepstate_token
 from serverproc import running_server
 
-PG_URL = os.environ.get("KEEPSTATE_BENCH_POSTGRES",
-                        os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"))
+PG_URL = os.environ.get(
+    "KEEPSTATE_BENCH_POSTGRES", os.environ.get("KEEPSTATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+)
 LOADGENS = 4
 CALLS = ("get", "put")
 
@@ -86,8 +87,7 @@ def measure(store: str, servers: int) -> dict[str, dict[str, float]]:
 def load_one_put(url: str, key: str, token: str) -> None:
     import httpx
 
-    answer = httpx.put(f"{url}/v0/state/agent/{key}", json={"value": {"n": 0}},
-                       headers={"x-agentos-run-token": token})
+    answer = httpx.put(f"{url}/v0/state/agent/{key}", json={"value": {"n": 0}}, headers={"x-agentos-run-token": token})
     answer.raise_for_status()
 
 
@@ -96,12 +96,15 @@ def run() -> str:
         one = measure(store, 1)
         two = measure(store, 2)
     lines = [
-        "## Scale-out on PostgreSQL", "",
+        "## Scale-out on PostgreSQL",
+        "",
         f"State GET and PUT over HTTP at {CONNECTIONS} keep-alive connections ({LOADGENS} load-generator processes, "
         f"each on its own key), {SECONDS:.0f} s per row after {WARMUP:.0f} s warm-up: one `keepstate serve` vs two "
         "sharing one PostgreSQL (`synchronous_commit=on`). Load generators, servers and PostgreSQL all share "
-        f"this machine's {os.cpu_count()} cores. p50 is the req/s-weighted mean of the generators', p99 the worst.", "",
-        "| servers | call | req/s | p50 ms | p99 ms | vs one server |", "| ---: | --- | ---: | ---: | ---: | ---: |",
+        f"this machine's {os.cpu_count()} cores. p50 is the req/s-weighted mean of the generators', p99 the worst.",
+        "",
+        "| servers | call | req/s | p50 ms | p99 ms | vs one server |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for count, results in ((1, one), (2, two)):
         for call in CALLS:

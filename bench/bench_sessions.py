@@ -33,7 +33,7 @@ PARALLEL = 16
 
 
 @asynccontextmanager
-async def _url(backend: str) -> AsyncIterator[str]:
+async def fresh_url(backend: str) -> AsyncIterator[str]:
     """A fresh store URL for ``backend``, cleaned up afterwards."""
     if backend == "memory":
         yield f"memory://bench-{uuid.uuid4().hex}"
@@ -63,10 +63,10 @@ async def _url(backend: str) -> AsyncIterator[str]:
             await client.aclose()
 
 
-async def _rate(tasks: int, call: Callable[[int], Awaitable[object]]) -> float:
-    """Calls per second over ``SECONDS`` with ``tasks`` concurrent loops (task n uses session n)."""
+async def rate(tasks: int, call: Callable[[int], Awaitable[object]], seconds: float = SECONDS) -> float:
+    """Calls per second over ``seconds`` with ``tasks`` concurrent loops (task n uses session n)."""
     done = 0
-    stop = time.perf_counter() + SECONDS
+    stop = time.perf_counter() + seconds
 
     async def loop(n: int) -> None:
         nonlocal done
@@ -100,8 +100,10 @@ async def _measure(store: SessionStore) -> dict[str, float]:
     for n in range(PARALLEL):
         await raw(n)  # connect, migrate and create the rows before timing
     return {
-        "raw_one": await _rate(1, raw), "tx_one": await _rate(1, turn),
-        "raw_many": await _rate(PARALLEL, raw), "tx_many": await _rate(PARALLEL, turn),
+        "raw_one": await rate(1, raw),
+        "tx_one": await rate(1, turn),
+        "raw_many": await rate(PARALLEL, raw),
+        "tx_many": await rate(PARALLEL, turn),
     }
 
 
@@ -113,7 +115,7 @@ async def _all() -> list[tuple[str, dict[str, float] | None]]:
         ):
             results.append((backend, None))
             continue
-        async with _url(backend) as url:
+        async with fresh_url(backend) as url:
             store = open_session_store(url, lease_seconds=15, wait_timeout=30)
             try:
                 results.append((backend, await _measure(store)))
@@ -133,21 +135,24 @@ def run() -> str:
             f"| {backend} | {m['raw_one']:,.0f} | {m['tx_one']:,.0f} | {m['tx_one'] / m['raw_one']:.2f} "
             f"| {m['raw_many']:,.0f} | {m['tx_many']:,.0f} | {m['tx_many'] / m['raw_many']:.2f} |"
         )
-    return "\n".join([
-        "## Session store",
-        "",
-        "`transact` round trips per second (lease grant + get + fenced set + release) against the same",
-        f"backend's raw write (plain `set`, one atomic statement/script), one session sequentially and "
-        f"{PARALLEL} sessions in parallel (asyncio tasks in one process). SQLite and PostgreSQL writes are",
-        "durable (`synchronous=FULL` / WAL flush): a transact pays 3 durable writes (grant, set, release) to the raw",
-        "write's one, so ~0.3 is the floor to expect; Redis pays 4 round trips (grant, get, set, release) to one.",
-        "",
-        f"| backend | raw write/s (1) | transact/s (1) | ratio | raw write/s ({PARALLEL}) "
-        f"| transact/s ({PARALLEL}) | ratio |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Session store",
+            "",
+            "`transact` round trips per second (lease grant + get + fenced set + release) against the same",
+            f"backend's raw write (plain `set`, one atomic statement/script), one session sequentially and "
+            f"{PARALLEL} sessions in parallel (asyncio tasks in one process). SQLite and PostgreSQL writes are",
+            "durable (`synchronous=FULL` / WAL flush): a transact pays 3 durable writes (grant, set, release)",
+            "to the raw write's one, so ~0.3 is the floor to expect; Redis pays 4 round trips (grant, get, set,",
+            "release) to one.",
+            "",
+            f"| backend | raw write/s (1) | transact/s (1) | ratio | raw write/s ({PARALLEL}) "
+            f"| transact/s ({PARALLEL}) | ratio |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

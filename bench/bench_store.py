@@ -21,8 +21,7 @@ from .timing import ops_per_second, paired, table
 
 VALUE = {"role": "assistant", "content": "turn 12: you said 'hello there'", "n": 12}
 RAW_SCHEMA = (
-    "CREATE TABLE kv (ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, value BLOB, "
-    "PRIMARY KEY (ns, key))"
+    "CREATE TABLE kv (ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, value BLOB, PRIMARY KEY (ns, key))"
 )
 RAW_UPSERT = (
     "INSERT INTO kv (ns, key, version, value) VALUES (?, ?, 1, ?) "
@@ -46,11 +45,16 @@ def _point_ops(folder: Path) -> list[tuple[object, ...]]:
     data = orjson.dumps(VALUE)
     raw_put, put, put_ratio = paired(
         lambda i: raw.execute(RAW_UPSERT, ("ns", f"k{i % 100}", data)).fetchone(),
-        lambda i: scope.put(f"k{i % 100}", VALUE), 1000)
+        lambda i: scope.put(f"k{i % 100}", VALUE),
+        1000,
+    )
     raw_get, get, get_ratio = paired(
-        lambda i: orjson.loads(raw.execute("SELECT value FROM kv WHERE ns = ? AND key = ?", ("ns", f"k{i % 100}"))
-                               .fetchone()[0]),
-        lambda i: scope.get(f"k{i % 100}"), 20000)
+        lambda i: orjson.loads(
+            raw.execute("SELECT value FROM kv WHERE ns = ? AND key = ?", ("ns", f"k{i % 100}")).fetchone()[0]
+        ),
+        lambda i: scope.get(f"k{i % 100}"),
+        20000,
+    )
     mem_put = ops_per_second(lambda i: memory.put(f"k{i % 100}", VALUE), 20000)
     store.close()
     raw.close()
@@ -77,8 +81,11 @@ def _append_cost(folder: Path) -> list[tuple[object, ...]]:
     return [
         ("append to a 10-item list", f"{short * 1e6:.0f} µs", "1.00"),
         (f"append to a {size / 1048576:.2f} MiB list", f"{long * 1e6:.0f} µs", f"{long / short:.2f}"),
-        ("naive read-modify-write of the same 1 MiB JSON (raw sqlite3)", f"{naive * 1e6:.0f} µs",
-         f"{naive / short:.2f}"),
+        (
+            "naive read-modify-write of the same 1 MiB JSON (raw sqlite3)",
+            f"{naive * 1e6:.0f} µs",
+            f"{naive / short:.2f}",
+        ),
     ]
 
 
@@ -122,12 +129,14 @@ def run() -> str:
         grouped = asyncio.run(_group_commit(f"sqlite:///{folder / 'group.db'}", 64, 60))
     raw_put = float(point[0][1])  # type: ignore[arg-type]
     point.append(("put, async face, 64 concurrent writers (group commit)", raw_put, grouped, grouped / raw_put))
-    return "\n\n".join([
-        "## Embedded store (SQLite) vs raw sqlite3",
-        "WAL and `synchronous=FULL` on both sides; raw and keepstate alternate in 5 rounds: median ops/s, "
-        "and the median of the rounds' ratios. Target: put ≥ 0.8× raw.",
-        table(("operation", "raw sqlite3 ops/s", "keepstate ops/s", "ratio"), point),
-        "### Append cost against list length",
-        "One small item appended; target: at ~1 MiB ≤ 1.5× the short list.",
-        table(("case", "time per append", "× short list"), appends),
-    ])
+    return "\n\n".join(
+        [
+            "## Embedded store (SQLite) vs raw sqlite3",
+            "WAL and `synchronous=FULL` on both sides; raw and keepstate alternate in 5 rounds: median ops/s, "
+            "and the median of the rounds' ratios. Target: put ≥ 0.8× raw.",
+            table(("operation", "raw sqlite3 ops/s", "keepstate ops/s", "ratio"), point),
+            "### Append cost against list length",
+            "One small item appended; target: at ~1 MiB ≤ 1.5× the short list.",
+            table(("case", "time per append", "× short list"), appends),
+        ]
+    )

@@ -31,9 +31,15 @@ def _row(element: bytes, count: int) -> bytes:
 def _shapes() -> dict[str, bytes]:
     """Each shape's value; the body is ``{"value": ...}`` as a PUT sends it."""
     rng = random.Random(7)
-    chat = [{"role": ("user", "assistant")[i % 2], "content": f"turn {i}: " + "lorem ipsum dolor sit amet, " * 5
-             + "\n\"quoted\" [x]", "tokens": rng.randrange(1000)} for i in range(9_000)]
-    numbers = [rng.random() * 10**rng.randrange(-5, 12) for _ in range(70_000)] + list(range(60_000, 130_000))
+    chat = [
+        {
+            "role": ("user", "assistant")[i % 2],
+            "content": f"turn {i}: " + "lorem ipsum dolor sit amet, " * 5 + '\n"quoted" [x]',
+            "tokens": rng.randrange(1000),
+        }
+        for i in range(9_000)
+    ]
+    numbers = [rng.random() * 10 ** rng.randrange(-5, 12) for _ in range(70_000)] + list(range(60_000, 130_000))
     return {
         "690k empty objects": _row(b"{}", 690_000),
         "690k empty arrays": _row(b"[]", 690_000),
@@ -42,8 +48,9 @@ def _shapes() -> dict[str, bytes]:
         "a chat of 9,000 messages": orjson.dumps(chat),
         "one 1 MiB string": orjson.dumps("x" * (1 << 20)),
         "numbers (floats and ints)": orjson.dumps(numbers),
-        "ids (19-digit numbers, 22-digit strings)": _row(b'{"id":"1234567890123456789012","n":1234567890123456789}',
-                                                         35_000),
+        "ids (19-digit numbers, 22-digit strings)": _row(
+            b'{"id":"1234567890123456789012","n":1234567890123456789}', 35_000
+        ),
     }
 
 
@@ -88,22 +95,41 @@ def _measure(name: str, value_text: bytes) -> tuple[object, ...]:
         parse.append(_seconds(lambda: values.parse(body, values.MAX_DEPTH + 1), rounds))
         refuse.append(_seconds(_refuse(bad), max(3, rounds // 4)))
     low, ours, bad_time = (statistics.median(times) for times in (loads, parse, refuse))
-    return (name, f"{len(body) / 1048576:.2f}", f"{low * 1e3:.2f}", f"{ours * 1e3:.2f}", f"{ours / low:.2f}",
-            f"{bad_time * 1e3:.1f}", f"{bad_time / low:.1f}")
+    return (
+        name,
+        f"{len(body) / 1048576:.2f}",
+        f"{low * 1e3:.2f}",
+        f"{ours * 1e3:.2f}",
+        f"{ours / low:.2f}",
+        f"{bad_time * 1e3:.1f}",
+        f"{bad_time / low:.1f}",
+    )
 
 
 def run() -> str:
     rows = [_measure(name, text) for name, text in _shapes().items()]
     worst = max(float(str(row[4])) for row in rows)
-    return "\n\n".join([
-        "## Request bodies: values.parse against orjson.loads",
-        "Each body is `{\"value\": ...}` of the shape named, under the 2 MiB body limit, parsed as a PUT parses it "
-        "(`values.parse(body, MAX_DEPTH + 1)`). Median of 3 alternating rounds, each the median of many calls; "
-        "the machine is shared (2 cores), so single figures are noisy, ratios less so. `orjson.loads` runs with "
-        "the garbage collector on, as a plain caller's would; `parse` pauses it while loading. The bad body is "
-        "the same with `\"\\u0000\"` as the last element, refused with that element's path.",
-        table(("shape", "MiB", "orjson.loads ms", "parse ms", "parse / loads", "bad body refused, ms",
-               "refused / loads"), rows),
-        f"Target: parse ≤ {TARGET:.0f}× orjson.loads for every shape; worst here {worst:.2f}×"
-        f" ({'met' if worst <= TARGET else 'not met'}).",
-    ])
+    return "\n\n".join(
+        [
+            "## Request bodies: values.parse against orjson.loads",
+            'Each body is `{"value": ...}` of the shape named, under the 2 MiB body limit, parsed as a PUT parses it '
+            "(`values.parse(body, MAX_DEPTH + 1)`). Median of 3 alternating rounds, each the median of many calls; "
+            "the machine is shared (2 cores), so single figures are noisy, ratios less so. `orjson.loads` runs with "
+            "the garbage collector on, as a plain caller's would; `parse` pauses it while loading. The bad body is "
+            'the same with `"\\u0000"` as the last element, refused with that element\'s path.',
+            table(
+                (
+                    "shape",
+                    "MiB",
+                    "orjson.loads ms",
+                    "parse ms",
+                    "parse / loads",
+                    "bad body refused, ms",
+                    "refused / loads",
+                ),
+                rows,
+            ),
+            f"Target: parse ≤ {TARGET:.0f}× orjson.loads for every shape; worst here {worst:.2f}×"
+            f" ({'met' if worst <= TARGET else 'not met'}).",
+        ]
+    )

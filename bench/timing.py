@@ -18,13 +18,17 @@ def ops_per_second(fn: Callable[[int], object], count: int, rounds: int = 3) -> 
     return statistics.median(rates)
 
 
-def paired(raw: Callable[[int], object], ours: Callable[[int], object], count: int,
-           rounds: int = 5) -> tuple[float, float, float]:
+def paired(
+    raw: Callable[[int], object], ours: Callable[[int], object], count: int, rounds: int = 5
+) -> tuple[float, float, float]:
     """Raw and ours measured in alternating rounds (so drift hits both alike): the median ops/s of
     each and the median of the per-round ratios."""
     pairs = [(ops_per_second(raw, count, 1), ops_per_second(ours, count, 1)) for _ in range(rounds)]
-    return (statistics.median(r for r, _ in pairs), statistics.median(o for _, o in pairs),
-            statistics.median(o / r for r, o in pairs))
+    return (
+        statistics.median(r for r, _ in pairs),
+        statistics.median(o for _, o in pairs),
+        statistics.median(o / r for r, o in pairs),
+    )
 
 
 def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:

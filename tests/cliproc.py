@@ -35,8 +35,9 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
-def start_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-              **popen: Any) -> subprocess.Popen[str]:
+def start_cli(
+    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", MAIN, *args], cwd=cwd, env=cli_env(env), text=True, **popen)
 
 
@@ -54,10 +55,22 @@ def finish(process: subprocess.Popen[str], timeout: float = 30) -> int:
     return process.returncode
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None, input: str | None = None,
-            timeout: float = TIMEOUT_S) -> Done:
-    done = subprocess.run([sys.executable, "-c", MAIN, *args], cwd=cwd, env=cli_env(env), input=input,
-                          capture_output=True, text=True, timeout=timeout)
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = TIMEOUT_S,
+) -> Done:
+    done = subprocess.run(
+        [sys.executable, "-c", MAIN, *args],
+        cwd=cwd,
+        env=cli_env(env),
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Done(done.returncode, done.stdout, done.stderr)
 
 

@@ -22,8 +22,10 @@ SHARED = pytest.mark.parametrize("backend_url", declaring("platform", "shared"),
 def serve_pair(store: str, *extra: str, lease: float = 30) -> Iterator[Pair]:
     key = f"ks_pair_{secrets.token_urlsafe(24)}"
     with ExitStack() as stack:
-        yield (stack.enter_context(running_server(store, admin_key=key, lease=lease, extra_args=extra)),
-               stack.enter_context(running_server(store, admin_key=key, lease=lease, extra_args=extra)))
+        yield (
+            stack.enter_context(running_server(store, admin_key=key, lease=lease, extra_args=extra)),
+            stack.enter_context(running_server(store, admin_key=key, lease=lease, extra_args=extra)),
+        )
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -31,6 +33,6 @@ def bearer(key: str) -> dict[str, str]:
 
 
 def new_key(server: ServerInfo, role: str) -> dict[str, str]:
-    answer = httpx.post(f"{server.url}/v0/keys", json={"role": role}, headers=bearer(server.admin_key))
+    answer = httpx.post(f"{server.url}/v0/keys", json={"role": role}, headers=bearer(server.admin_key), timeout=60)
     assert answer.status_code == 201, answer.text
     return bearer(answer.json()["key"])

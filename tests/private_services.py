@@ -60,8 +60,11 @@ class PrivatePostgres:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def destroy(self) -> None:
-        subprocess.run([*self.as_postgres, f"{self.bindir}/pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            [*self.as_postgres, f"{self.bindir}/pg_ctl", "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -79,7 +82,8 @@ class PrivateRedis:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -101,7 +105,8 @@ class PrivateRedis:
 def private_pg() -> Iterator[PrivatePostgres]:
     bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
     found = next((d for d in reversed(bindirs) if os.path.exists(f"{d}/initdb")), None) or (
-        os.path.dirname(shutil.which("initdb") or "") or None)
+        os.path.dirname(shutil.which("initdb") or "") or None
+    )
     if found is None:
         _cannot("no initdb found (/usr/lib/postgresql/*/bin or PATH) to start a private PostgreSQL")
     server = PrivatePostgres(str(found), Path(tempfile.mkdtemp(prefix="keepstate-pg-")))

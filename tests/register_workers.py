@@ -18,13 +18,15 @@ def registering_app(url: str, agent: str, session_ids: Sequence[str], rounds: in
             for session_id in session_ids:
                 store.register_session(session_id, agent, owner=f"key_{agent}")
                 store.scope("session", agent=agent, id=session_id).append(
-                    "history", [{"role": "user", "content": f"{agent} {turn}"}])
+                    "history", [{"role": "user", "content": f"{agent} {turn}"}]
+                )
 
 
 def start_apps(url: str, agents: Sequence[str], session_ids: Sequence[str], rounds: int) -> list[BaseProcess]:
     """One process per agent, started (``join_apps`` waits for them)."""
     procs: list[BaseProcess] = [
-        _spawn.Process(target=registering_app, args=(url, agent, list(session_ids), rounds)) for agent in agents]
+        _spawn.Process(target=registering_app, args=(url, agent, list(session_ids), rounds)) for agent in agents
+    ]
     for proc in procs:
         proc.start()
     return procs

@@ -4,6 +4,9 @@
 on a free local port with a known admin key, waits until ``/readyz`` answers 200, yields a
 ``ServerInfo`` and on exit sends SIGTERM and waits for the process (killing it only if it does
 not stop in time). The server's output goes to a log file whose tail is shown if it fails to start.
+
+Tests run in parallel (pytest-xdist), so a port found free may be taken by another worker's server
+before ours binds it: a server that exits saying its address is in use is started again on another port.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 60.0
+PORT_TRIES = 5
+"""Starts on a fresh port after an 'address already in use': another worker took the one found free."""
 _MAIN = "from keepstate.cli import main; main(prog_name='keepstate')"
 STOP_TIMEOUT_S = 15.0
 
@@ -59,11 +64,27 @@ def free_port() -> int:
         return port
 
 
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A local port where nothing listens and nothing can, while the block runs: it is bound (which
+    keeps another test's server, in another worker, off it) but never listens, so connecting is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind the port found free: another process bound it first."""
+
+
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"keepstate serve exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
+            log = log_path.read_text()
+            if "already in use" in log.lower():
+                raise PortTaken(log[-4000:])
+            raise RuntimeError(f"keepstate serve exited with {process.returncode}:\n{log[-4000:]}")
         try:
             if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
                 return
@@ -92,13 +113,44 @@ def running_server(
     lease: float = 30,
     extra_env: Mapping[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
+    python: str = sys.executable,
 ) -> Iterator[ServerInfo]:
-    """A ``keepstate serve`` process over ``store_url``; stopped with SIGTERM on exit."""
+    """A ``keepstate serve`` process over ``store_url``; stopped with SIGTERM on exit. ``python``: the
+    interpreter whose keepstate serves (another virtual environment's, to test an install)."""
     key = admin_key or f"ks_test_{secrets.token_urlsafe(24)}"
-    port = free_port()
     env = {**os.environ, "KEEPSTATE_ADMIN_KEY": key, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    args = [sys.executable, "-c", _MAIN, "serve", "--store", store_url, "--host", "127.0.0.1",
-            "--port", str(port), "--invocation-lease", str(lease), *extra_args]
+    for attempt in range(PORT_TRIES):
+        try:
+            started = _start(store_url, env, lease, extra_args, python)
+        except PortTaken:
+            if attempt == PORT_TRIES - 1:
+                raise
+            continue
+        with started as info:
+            yield info
+        return
+
+
+def _start(
+    store_url: str, env: dict[str, str], lease: float, extra_args: tuple[str, ...], python: str
+) -> AbstractContextManager[ServerInfo]:
+    """Start a server on a free port and wait until it is ready; raises PortTaken when the port was taken."""
+    port = free_port()
+    args = [
+        python,
+        "-c",
+        _MAIN,
+        "serve",
+        "--store",
+        store_url,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--invocation-lease",
+        str(lease),
+        *extra_args,
+    ]
     log_file = tempfile.NamedTemporaryFile(prefix="keepstate-serve-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log_file.name)
     process = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)
@@ -106,7 +158,17 @@ def running_server(
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, process, log_path)
-        yield ServerInfo(url, key, process, log_path)
-    finally:
+    except BaseException:
         stop(process)
         log_path.unlink(missing_ok=True)
+        raise
+    return _serving(ServerInfo(url, env["KEEPSTATE_ADMIN_KEY"], process, log_path))
+
+
+@contextmanager
+def _serving(info: ServerInfo) -> Iterator[ServerInfo]:
+    try:
+        yield info
+    finally:
+        stop(info.process)
+        info.log_path.unlink(missing_ok=True)

@@ -29,6 +29,8 @@ from keepstate.stores.postgres.state import COMPONENT, SEGMENT_BYTES, STEPS, Pos
 from keepstate.stores.records import BatchOp, Entry, StateRecord
 
 NS = "default/session/chat/s-1"
+HANG_S = 60
+"""Bounds a wait for something that must happen, so a broken store fails instead of hanging."""
 _spawn = multiprocessing.get_context("spawn")
 
 
@@ -47,15 +49,24 @@ def _rows(pg_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def _segments(pg_url: str, key: str) -> list[tuple[int, int]]:
-    return [(int(pos), int(count)) for pos, count in _rows(
-        pg_url, "SELECT pos, count FROM state_segments WHERE ns = %s AND key = %s ORDER BY pos", NS, key)]
+    return [
+        (int(pos), int(count))
+        for pos, count in _rows(
+            pg_url, "SELECT pos, count FROM state_segments WHERE ns = %s AND key = %s ORDER BY pos", NS, key
+        )
+    ]
 
 
 async def test_values_are_bytes_not_jsonb(backend: StateFacet, pg_url: str) -> None:
-    types = dict(_rows(pg_url, "SELECT column_name, data_type FROM information_schema.columns "
-                                "WHERE table_schema = current_schema() "
-                                "AND table_name IN ('state_keys', 'state_segments') "
-                                "AND column_name IN ('data', 'items')"))
+    types = dict(
+        _rows(
+            pg_url,
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = current_schema() "
+            "AND table_name IN ('state_keys', 'state_segments') "
+            "AND column_name IN ('data', 'items')",
+        )
+    )
     assert types == {"data": "bytea", "items": "bytea"}
     await backend.put(NS, "k", b'{"b":1,"a":2}')
     assert _rows(pg_url, "SELECT data FROM state_keys WHERE key = 'k'") == [(b'{"b":1,"a":2}',)]
@@ -164,13 +175,17 @@ async def test_racing_puts_and_appends_on_one_connection_pool(backend: StateFace
 
 # ---------------------------------------------------------------- several real processes
 
+
 def test_mixed_writers_in_four_processes_leave_no_orphaned_segments(pg_url: str) -> None:
     """The generic guarantees are in the conformance suite; here, PostgreSQL's own layout stays clean."""
     from store_workers import run_mixed_writers
 
     assert run_mixed_writers(pg_url)
-    assert _rows(pg_url, "SELECT count(*) FROM state_segments s LEFT JOIN state_keys k USING (ns, key) "
-                         "WHERE k.kind IS DISTINCT FROM 'l'") == [(0,)], "no orphaned segment rows"
+    assert _rows(
+        pg_url,
+        "SELECT count(*) FROM state_segments s LEFT JOIN state_keys k USING (ns, key) "
+        "WHERE k.kind IS DISTINCT FROM 'l'",
+    ) == [(0,)], "no orphaned segment rows"
 
 
 # ---------------------------------------------------------------- the v2 list layout
@@ -182,10 +197,12 @@ def _layout(pg_url: str, key: str, ns: str = NS) -> list[Any]:
     Header and segments agree on length, size and positions (contiguous from ``base``, the last one at
     ``tail_pos``); every segment with ``lens`` is cut exactly by them and stays under SEGMENT_BYTES
     unless it holds a single item."""
-    (kind, size, length, base, tail_pos), = _rows(
-        pg_url, "SELECT kind, size, length, base, tail_pos FROM state_keys WHERE ns = %s AND key = %s", ns, key)
-    segments = _rows(pg_url, "SELECT pos, count, items, lens FROM state_segments WHERE ns = %s AND key = %s "
-                             "ORDER BY pos", ns, key)
+    ((kind, size, length, base, tail_pos),) = _rows(
+        pg_url, "SELECT kind, size, length, base, tail_pos FROM state_keys WHERE ns = %s AND key = %s", ns, key
+    )
+    segments = _rows(
+        pg_url, "SELECT pos, count, items, lens FROM state_segments WHERE ns = %s AND key = %s ORDER BY pos", ns, key
+    )
     assert kind == "l"
     assert sum(count for _, count, _, _ in segments) == length
     at = base
@@ -209,7 +226,7 @@ def _message(n: int, pad: int = 140) -> bytes:
 async def _built(backend: StateFacet, key: str, count: int, per_append: int = 1) -> list[bytes]:
     made = [_message(n) for n in range(count)]
     for start in range(0, count, per_append):
-        await backend.append(NS, key, made[start:start + per_append])
+        await backend.append(NS, key, made[start : start + per_append])
     return made
 
 
@@ -232,8 +249,10 @@ async def test_parts_and_pops_touch_as_many_pages_at_one_mib_as_at_twenty_items(
     made = await _built(backend, "long", 6000, per_append=1)
     assert len(orjson.dumps([orjson.loads(m) for m in made])) > 900_000
     cases: list[tuple[str, dict[str, Any]]] = [
-        (state_sql.TAIL, {"n": 20}), (state_sql.ITEMS, {"start": 3000, "limit": 20}),
-        (state_sql.POP, {"if_version": None}), (state_sql.TRIM, {"keep": 5990, "if_version": None, "ttl": None}),
+        (state_sql.TAIL, {"n": 20}),
+        (state_sql.ITEMS, {"start": 3000, "limit": 20}),
+        (state_sql.POP, {"if_version": None}),
+        (state_sql.TRIM, {"keep": 5990, "if_version": None, "ttl": None}),
     ]
     for query, params in cases:
         short = _buffers(pg_url, query, {"ns": NS, "key": "short", **params})
@@ -267,12 +286,18 @@ async def test_the_common_calls_are_one_round_trip(pg_url: str) -> None:
         await _built(state, "h", 100)
         await state.put(NS, "v", b"1")
         calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-            ("put", lambda: state.put(NS, "v", b"2", if_version=1, ttl_ms=60_000)), ("get", lambda: state.get(NS, "v")),
-            ("append", lambda: state.append(NS, "h", [b"1"])), ("tail", lambda: state.tail(NS, "h", 20)),
-            ("items", lambda: state.items(NS, "h", 50, 20)), ("pop", lambda: state.pop(NS, "h")),
-            ("trim", lambda: state.trim(NS, "h", 80)), ("incr", lambda: state.incr(NS, "c", 5)),
-            ("incr again", lambda: state.incr(NS, "c", -1, if_version=1)), ("keys", lambda: state.keys(NS)),
-            ("delete", lambda: state.delete(NS, "v")), ("sweep", lambda: state.sweep()),
+            ("put", lambda: state.put(NS, "v", b"2", if_version=1, ttl_ms=60_000)),
+            ("get", lambda: state.get(NS, "v")),
+            ("append", lambda: state.append(NS, "h", [b"1"])),
+            ("tail", lambda: state.tail(NS, "h", 20)),
+            ("items", lambda: state.items(NS, "h", 50, 20)),
+            ("pop", lambda: state.pop(NS, "h")),
+            ("trim", lambda: state.trim(NS, "h", 80)),
+            ("incr", lambda: state.incr(NS, "c", 5)),
+            ("incr again", lambda: state.incr(NS, "c", -1, if_version=1)),
+            ("keys", lambda: state.keys(NS)),
+            ("delete", lambda: state.delete(NS, "v")),
+            ("sweep", lambda: state.sweep()),
         ]
         for name, call in calls:
             assert await _round_trips(state, call) == 1, name
@@ -287,8 +312,10 @@ async def test_the_common_calls_are_one_round_trip(pg_url: str) -> None:
 async def test_tail_never_reads_the_segments_below_what_it_returns(backend: StateFacet, pg_url: str) -> None:
     made = await _built(backend, "h", 300)
     with psycopg.connect(pg_url, autocommit=True) as conn:  # every segment below the last 40 items now lies
-        conn.execute("UPDATE state_segments SET items = convert_to(repeat('0,', count - 1) || '0', 'UTF8'), "
-                     "lens = array_fill(1, ARRAY[count]) WHERE key = 'h' AND pos + count <= 260")
+        conn.execute(
+            "UPDATE state_segments SET items = convert_to(repeat('0,', count - 1) || '0', 'UTF8'), "
+            "lens = array_fill(1, ARRAY[count]) WHERE key = 'h' AND pos + count <= 260"
+        )
     page = await backend.tail(NS, "h", 40)
     assert page is not None and page.items == made[-40:] and page.length == 300
     shown = await backend.items(NS, "h", 0, 3)
@@ -315,7 +342,7 @@ async def test_pop_rewrites_only_the_last_segment(backend: StateFacet, pg_url: s
         popped = await backend.pop(NS, "h")
         assert popped is not None and popped[0] == expected
     after = _rows(pg_url, "SELECT pos, xmin::text FROM state_segments WHERE key = 'h' ORDER BY pos")
-    assert after[:-1] == before[:len(after) - 1], "only the (new) last segment was touched"
+    assert after[:-1] == before[: len(after) - 1], "only the (new) last segment was touched"
     assert [orjson.dumps(item) for item in _layout(pg_url, "h")] == made[:85]
     await backend.append(NS, "h", [made[85]])
     assert [orjson.dumps(item) for item in _layout(pg_url, "h")] == made[:86]
@@ -436,12 +463,16 @@ def _v1_segments(items: list[bytes]) -> list[list[bytes]]:
 def _write_v1_list(conn: psycopg.Connection[Any], key: str, version: int, segments: list[list[bytes]]) -> None:
     joined = [b",".join(segment) for segment in segments]
     size = len(b"[" + b",".join(joined) + b"]")
-    conn.execute("INSERT INTO state_keys (ns, key, version, kind, size, length, segs, tail) "
-                 "VALUES (%s, %s, %s, 'l', %s, %s, %s, %s)",
-                 (NS, key, version, size, sum(map(len, segments)), len(segments), len(joined[-1])))
+    conn.execute(
+        "INSERT INTO state_keys (ns, key, version, kind, size, length, segs, tail) "
+        "VALUES (%s, %s, %s, 'l', %s, %s, %s, %s)",
+        (NS, key, version, size, sum(map(len, segments)), len(segments), len(joined[-1])),
+    )
     for seg, (items, segment) in enumerate(zip(joined, segments, strict=True), start=1):
-        conn.execute("INSERT INTO state_segments (ns, key, seg, items, count) VALUES (%s, %s, %s, %s, %s)",
-                     (NS, key, seg, items, len(segment)))
+        conn.execute(
+            "INSERT INTO state_segments (ns, key, seg, items, count) VALUES (%s, %s, %s, %s, %s)",
+            (NS, key, seg, items, len(segment)),
+        )
 
 
 async def test_a_store_written_with_the_first_schema_opens_and_keeps_working(pg_url: str) -> None:
@@ -453,8 +484,9 @@ async def test_a_store_written_with_the_first_schema_opens_and_keeps_working(pg_
     with psycopg.connect(pg_url, autocommit=True) as conn:
         _write_v1_list(conn, "log", 120, _v1_segments(log))
         _write_v1_list(conn, "whole", 7, [whole[:299], whole[299:]])
-        conn.execute("INSERT INTO state_keys (ns, key, version, kind, data) VALUES (%s, 'v', 3, 'v', %s)",
-                     (NS, b'{"a":1}'))
+        conn.execute(
+            "INSERT INTO state_keys (ns, key, version, kind, data) VALUES (%s, 'v', 3, 'v', %s)", (NS, b'{"a":1}')
+        )
         conn.execute("INSERT INTO state_keys (ns, key, version, kind) VALUES (%s, 'gone', 5, 'd')", (NS,))
     database = open_database(pg_url)
     try:
@@ -486,7 +518,9 @@ async def test_a_store_written_with_the_first_schema_opens_and_keeps_working(pg_
 
 async def test_many_concurrent_first_calls_open_one_pool(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gather of first async calls on a fresh store shares one pool opening (they used to open a
-    pool each: hundreds of connections, "too many clients"); a failed opening fails its waiters too."""
+    pool each: hundreds of connections, "too many clients"); a failed opening fails its waiters too:
+    it fails only once all 50 calls are waiting on it (not after a guessed while)."""
+    from keepstate.stores import postgres as pg_store
     from keepstate.stores.postgres import db as pg_db
 
     opened: list[str] = []
@@ -503,11 +537,23 @@ async def test_many_concurrent_first_calls_open_one_pool(pg_url: str, monkeypatc
         assert versions == [1] * 200 and len(opened) == before + 1
         await store.aclose()
 
+    loop, arrived = asyncio.get_running_loop(), list[str]()
+    acquire = pg_store._acquire
+
+    async def arriving(url: str) -> Any:  # a call wanting this loop's pool: it opens it or waits on the opening
+        if asyncio.get_running_loop() is loop:
+            arrived.append(url)
+        return await acquire(url)
+
     async def refused(url: str, *args: Any, **kwargs: Any) -> Any:
         opened.append(url)
-        await asyncio.sleep(0.05)
+        give_up = loop.time() + HANG_S
+        while len(arrived) < 50:  # every get is waiting on this opening
+            assert loop.time() < give_up, f"only {len(arrived)} calls came for the pool"
+            await asyncio.sleep(0.001)
         raise keepstate.Unavailable("refused for the test")
 
+    monkeypatch.setattr(pg_store, "_acquire", arriving)
     with keepstate.open(pg_url) as store:
         monkeypatch.setattr(pg_db, "open_async_pool", refused)
         before = len(opened)

@@ -72,12 +72,20 @@ async def test_every_key_is_under_the_prefix_with_the_namespace_as_hash_tag(
     await backend.append("other/ns", "l", [b"1"])
     await backend.incr(NS, "c", 1)
     names = sorted(name.decode() for name in client.scan_iter(match=prefix + "*"))
-    assert names == sorted([
-        f"{prefix}{{{NS}}}:h:v", f"{prefix}{{{NS}}}:h:l", f"{prefix}{{{NS}}}:l:l", f"{prefix}{{{NS}}}:o:l",
-        f"{prefix}{{{NS}}}:h:c", f"{prefix}{{{NS}}}:keys",
-        f"{prefix}{{other/ns}}:h:l", f"{prefix}{{other/ns}}:l:l", f"{prefix}{{other/ns}}:o:l",
-        f"{prefix}{{other/ns}}:keys",
-    ])  # no scratch hash left behind by incr, no expiry set without a ttl
+    assert names == sorted(
+        [
+            f"{prefix}{{{NS}}}:h:v",
+            f"{prefix}{{{NS}}}:h:l",
+            f"{prefix}{{{NS}}}:l:l",
+            f"{prefix}{{{NS}}}:o:l",
+            f"{prefix}{{{NS}}}:h:c",
+            f"{prefix}{{{NS}}}:keys",
+            f"{prefix}{{other/ns}}:h:l",
+            f"{prefix}{{other/ns}}:l:l",
+            f"{prefix}{{other/ns}}:o:l",
+            f"{prefix}{{other/ns}}:keys",
+        ]
+    )  # no scratch hash left behind by incr, no expiry set without a ttl
     assert client.lrange(f"{prefix}{{{NS}}}:l:l", 0, -1) == [b"1", b"2"]
     assert client.lrange(f"{prefix}{{{NS}}}:o:l", 0, -1) == [b"2", b"4"]  # end offsets: bytes + a comma each
     assert client.type(f"{prefix}{{{NS}}}:keys") == b"zset"
@@ -153,11 +161,13 @@ async def test_a_script_the_server_does_not_know_is_sent_whole_once(backend: Red
 
 
 async def test_the_client_never_resends_a_command(backend: RedisState) -> None:
+    assert isinstance(backend.client, redis.asyncio.Redis)
     retry = backend.client.get_retry()
     assert retry is not None and retry.get_retries() == 0
 
 
 # ---------------------------------------------------------------- several real processes
+
 
 def _race(target: Any, url: str, times: int, writers: int = 3) -> None:
     """Run ``target(url, writer, times, go)`` in ``writers`` processes started together; all must succeed."""
@@ -238,10 +248,25 @@ BIG = orjson.dumps("y" * 550_000)
 
 
 def _value(rng: random.Random) -> bytes:
-    return orjson.dumps(rng.choice([
-        [], [1, "two"], [[3], {"four": 4}, None], 2**63 - 2, -(2**63) + 1, 7, 0, -3, "text", {"a": {"b": 1}}, 1.5,
-        "é😀", [2**63 - 1],
-    ]))
+    return orjson.dumps(
+        rng.choice(
+            [
+                [],
+                [1, "two"],
+                [[3], {"four": 4}, None],
+                2**63 - 2,
+                -(2**63) + 1,
+                7,
+                0,
+                -3,
+                "text",
+                {"a": {"b": 1}},
+                1.5,
+                "é😀",
+                [2**63 - 1],
+            ]
+        )
+    )
 
 
 def _random_op(rng: random.Random, batch: bool, keys: Sequence[tuple[str, str]] = KEYS) -> BatchOp:
@@ -257,11 +282,13 @@ def _random_op(rng: random.Random, batch: bool, keys: Sequence[tuple[str, str]] 
         items = [BIG] if rng.random() < 0.15 else [_value(rng) for _ in range(rng.randrange(4))]
         return BatchOp("append", ns, key, items=items, ttl_ms=ttl)
     if name == "incr":
-        return BatchOp("incr", ns, key, by=rng.choice([1, -1, 5, 2**62, -(2**62), 2**63 - 1]), if_version=guard,
-                       ttl_ms=ttl)
+        return BatchOp(
+            "incr", ns, key, by=rng.choice([1, -1, 5, 2**62, -(2**62), 2**63 - 1]), if_version=guard, ttl_ms=ttl
+        )
     if name == "patch":
-        merge = rng.choice([{"a": 1}, {"a": None}, {"b": {"c": [1]}}, [1, 2], "s", None,
-                            {"big": "z" * MAX_VALUE_BYTES}])
+        merge = rng.choice(
+            [{"a": 1}, {"a": None}, {"b": {"c": [1]}}, [1, 2], "s", None, {"big": "z" * MAX_VALUE_BYTES}]
+        )
         return BatchOp("patch", ns, key, patcher=patch.patcher(merge), if_version=guard, ttl_ms=ttl)
     if name == "trim":
         return BatchOp("trim", ns, key, keep_last=rng.randrange(5), if_version=guard, ttl_ms=ttl)
@@ -279,9 +306,13 @@ async def _outcome(call: Any) -> Any:
 async def _call(state: Any, op: BatchOp) -> Any:
     method = {"patch": "update"}.get(op.op, op.op)
     args: dict[str, tuple[Any, ...]] = {
-        "put": (op.data, op.if_version, op.ttl_ms), "delete": (op.if_version,), "append": (op.items, op.ttl_ms),
-        "incr": (op.by, op.if_version, op.ttl_ms), "update": (op.patcher, op.if_version, op.ttl_ms),
-        "trim": (op.keep_last, op.if_version, op.ttl_ms), "pop": (op.if_version,),
+        "put": (op.data, op.if_version, op.ttl_ms),
+        "delete": (op.if_version,),
+        "append": (op.items, op.ttl_ms),
+        "incr": (op.by, op.if_version, op.ttl_ms),
+        "update": (op.patcher, op.if_version, op.ttl_ms),
+        "trim": (op.keep_last, op.if_version, op.ttl_ms),
+        "pop": (op.if_version,),
     }
     return await getattr(state, method)(op.ns, op.key, *args[method])
 
@@ -362,21 +393,43 @@ def _layout(client: redis.Redis, prefix: str, ns: str, key: str) -> tuple[Any, .
     header = f"{base}:h:{key}"
     fields: dict[Any, Any] = client.hgetall(header)
     timed = fields.pop(b"e", None) is not None
-    return (fields, timed, client.zscore(f"{prefix}expiry", header) is not None,
-            client.zscore(f"{base}:keys", key) is not None,
-            client.lrange(f"{base}:l:{key}", 0, -1), client.lrange(f"{base}:o:{key}", 0, -1))
+    return (
+        fields,
+        timed,
+        client.zscore(f"{prefix}expiry", header) is not None,
+        client.zscore(f"{base}:keys", key) is not None,
+        client.lrange(f"{base}:l:{key}", 0, -1),
+        client.lrange(f"{base}:o:{key}", 0, -1),
+    )
 
 
 OTHER_NS = "default/session/chat/s-2"
-STARTS = ["absent", "tombstone", "value", "timed value", "expired value", "stored list", "list", "timed list",
-          "expired list", "emptied list", "list without offsets"]
+STARTS = [
+    "absent",
+    "tombstone",
+    "value",
+    "timed value",
+    "expired value",
+    "stored list",
+    "list",
+    "timed list",
+    "expired list",
+    "emptied list",
+    "list without offsets",
+]
 SINGLES = [
-    BatchOp("put", NS, "", data=b'"x"'), BatchOp("put", NS, "", data=b"[3]"),
-    BatchOp("put", NS, "", data=b"2", if_version=1), BatchOp("put", NS, "", data=b"2", if_version=0),
+    BatchOp("put", NS, "", data=b'"x"'),
+    BatchOp("put", NS, "", data=b"[3]"),
+    BatchOp("put", NS, "", data=b"2", if_version=1),
+    BatchOp("put", NS, "", data=b"2", if_version=0),
     BatchOp("put", NS, "", data=b"2", ttl_ms=60_000),
-    BatchOp("append", NS, "", items=[b"3"]), BatchOp("append", NS, "", items=[]),
-    BatchOp("append", NS, "", items=[b"3", b'{"four":4}'], ttl_ms=60_000), BatchOp("append", NS, "", items=[BIG, BIG]),
-    BatchOp("incr", NS, "", by=1), BatchOp("incr", NS, "", by=2**63 - 1), BatchOp("incr", NS, "", by=5, if_version=1),
+    BatchOp("append", NS, "", items=[b"3"]),
+    BatchOp("append", NS, "", items=[]),
+    BatchOp("append", NS, "", items=[b"3", b'{"four":4}'], ttl_ms=60_000),
+    BatchOp("append", NS, "", items=[BIG, BIG]),
+    BatchOp("incr", NS, "", by=1),
+    BatchOp("incr", NS, "", by=2**63 - 1),
+    BatchOp("incr", NS, "", by=5, if_version=1),
     BatchOp("incr", NS, "", by=-1, ttl_ms=60_000),
 ]
 
@@ -433,10 +486,14 @@ async def test_a_batch_splits_a_stored_list_before_it_appends(
 ) -> None:
     client, prefix = raw
     await backend.put(NS, "l", b'[1,"a,b]",{"c":[2]}]')
-    answers = await backend.batch([
-        BatchOp("append", NS, "l", items=[b"3"]), BatchOp("trim", NS, "l", keep_last=3),
-        BatchOp("put", NS, "other", data=b"[9]"), BatchOp("append", NS, "other", items=[b"8"]),
-    ])
+    answers = await backend.batch(
+        [
+            BatchOp("append", NS, "l", items=[b"3"]),
+            BatchOp("trim", NS, "l", keep_last=3),
+            BatchOp("put", NS, "other", data=b"[9]"),
+            BatchOp("append", NS, "other", items=[b"8"]),
+        ]
+    )
     assert answers == [(2, 4), (3, 3), 1, (2, 2)]
     for key, value in (("l", b'["a,b]",{"c":[2]},3]'), ("other", b"[9,8]")):
         entry = await backend.get(NS, key)
@@ -452,18 +509,28 @@ async def test_a_batch_trims_through_the_items_it_appended(
     at their end, or among the batch's own."""
     client, prefix = raw
     await backend.append(NS, "l", [b"1", b"2"])
-    answers = await backend.batch([BatchOp("append", NS, "l", items=[b"3", b"4", b"5"]),
-                                   BatchOp("trim", NS, "l", keep_last=keep), BatchOp("append", NS, "l", items=[b"6"])])
+    answers = await backend.batch(
+        [
+            BatchOp("append", NS, "l", items=[b"3", b"4", b"5"]),
+            BatchOp("trim", NS, "l", keep_last=keep),
+            BatchOp("append", NS, "l", items=[b"6"]),
+        ]
+    )
     assert answers == [(2, 5), (3, keep), (4, keep + 1)]
-    expected = [*[1, 2, 3, 4, 5][5 - keep:], 6]
+    expected = [*[1, 2, 3, 4, 5][5 - keep :], 6]
     entry = await backend.get(NS, "l")
     assert entry is not None and orjson.loads(entry.data) == expected
     _check_layout(client, prefix, NS, "l")
 
 
 async def test_a_list_a_patch_writes_can_be_appended_to_in_the_same_batch(backend: RedisState) -> None:
-    answers = await backend.batch([BatchOp("patch", NS, "p", patcher=patch.patcher([1, 2])),
-                                   BatchOp("append", NS, "p", items=[b"3"]), BatchOp("trim", NS, "p", keep_last=2)])
+    answers = await backend.batch(
+        [
+            BatchOp("patch", NS, "p", patcher=patch.patcher([1, 2])),
+            BatchOp("append", NS, "p", items=[b"3"]),
+            BatchOp("trim", NS, "p", keep_last=2),
+        ]
+    )
     assert answers == [(b"[1,2]", 1), (2, 3), (3, 2)]
     entry = await backend.get(NS, "p")
     assert entry is not None and entry.data == b"[2,3]"
@@ -474,6 +541,7 @@ async def test_a_patch_of_a_value_changed_meanwhile_is_computed_again(backend: R
     stale and the patch runs again on the new value (a compare-and-set, never a lost update)."""
     seen: list[bytes | None] = []
     with keepstate.open(redis_url) as other:
+
         def meddling(current: bytes | None) -> bytes:
             seen.append(current)
             if len(seen) == 1:
@@ -486,8 +554,12 @@ async def test_a_patch_of_a_value_changed_meanwhile_is_computed_again(backend: R
 
 async def test_a_batch_error_found_by_a_patch_names_its_op_and_writes_nothing(backend: RedisState) -> None:
     with pytest.raises(TooLarge) as caught:
-        await backend.batch([BatchOp("put", NS, "k", data=b"1"),
-                             BatchOp("patch", NS, "doc", patcher=patch.patcher({"x": "y" * MAX_VALUE_BYTES}))])
+        await backend.batch(
+            [
+                BatchOp("put", NS, "k", data=b"1"),
+                BatchOp("patch", NS, "doc", patcher=patch.patcher({"x": "y" * MAX_VALUE_BYTES})),
+            ]
+        )
     assert caught.value.details == {"index": 1}
     assert await backend.get(NS, "k") is None
 
@@ -539,11 +611,11 @@ async def test_sweep_frees_lists_and_leaves_moved_expiries(backend: RedisState, 
     await backend.put(NS, "moved", b"1", ttl_ms=100)
     await backend.put(NS, "cleared", b"1", ttl_ms=100)
     await asyncio.sleep(0.2)
-    found = await backend._expired(keys=[backend.names.expiry], args=[10])  # the sweep's first step
-    assert len(found) == 3
+    [(expiry, found)] = await backend._expired([backend.names.expiry], 10)  # the sweep's first step
+    assert expiry == backend.names.expiry and len(found) == 3
     await backend.put(NS, "moved", b"2", ttl_ms=60_000)  # between finding and burying: expiry moved
     await backend.put(NS, "cleared", b"2")  # and cleared
-    assert await backend._bury_expired(found) == 1  # only l is still expired
+    assert await backend._bury_expired(expiry, found) == 1  # only l is still expired
     assert client.exists(f"{base}:l:l", f"{base}:o:l") == 0
     assert client.hgetall(f"{base}:h:l") == {b"v": b"1", b"k": b"d"}
     assert client.zrange(f"{prefix}expiry", 0, -1) == [f"{base}:h:moved".encode()]
@@ -605,8 +677,25 @@ def test_patches_from_three_processes_all_land(redis_url: str) -> None:
 # ---------------------------------------------------------------- incr's arithmetic in Lua
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
-EDGES = [INT_MIN, INT_MIN + 1, -(10**18), -(10**9) - 1, -(10**9), -(10**9) + 1, -999_999_999, -1, 0, 1,
-         999_999_999, 10**9, 10**9 + 1, 2**53 + 1, 10**18, INT_MAX - 1, INT_MAX]
+EDGES = [
+    INT_MIN,
+    INT_MIN + 1,
+    -(10**18),
+    -(10**9) - 1,
+    -(10**9),
+    -(10**9) + 1,
+    -999_999_999,
+    -1,
+    0,
+    1,
+    999_999_999,
+    10**9,
+    10**9 + 1,
+    2**53 + 1,
+    10**18,
+    INT_MAX - 1,
+    INT_MAX,
+]
 
 
 def test_lua_addition_is_exact_across_signed_64_bit(raw: tuple[redis.Redis, str]) -> None:
@@ -628,10 +717,24 @@ def test_lua_addition_is_exact_across_signed_64_bit(raw: tuple[redis.Redis, str]
             assert (total, why) == (None, b"overflow"), (a, b)
 
 
-@pytest.mark.parametrize(("text", "integer"), [
-    ("0", True), ("-7", True), ("9223372036854775807", True), ("-0", True), ("01", False), ("1.0", False),
-    ("1e3", False), ('"7"', False), ("", False), ("-", False), ("true", False), ("[1]", False), ("1" * 21, False),
-])
+@pytest.mark.parametrize(
+    ("text", "integer"),
+    [
+        ("0", True),
+        ("-7", True),
+        ("9223372036854775807", True),
+        ("-0", True),
+        ("01", False),
+        ("1.0", False),
+        ("1e3", False),
+        ('"7"', False),
+        ("", False),
+        ("-", False),
+        ("true", False),
+        ("[1]", False),
+        ("1" * 21, False),
+    ],
+)
 def test_lua_takes_the_integers_the_reference_takes(raw: tuple[redis.Redis, str], text: str, integer: bool) -> None:
     client, _ = raw
     check = client.register_script(lua.ADD + "if integer(ARGV[1]) then return 1 end return 0")

@@ -62,8 +62,11 @@ def _segments(path: Path, key: str) -> list[tuple[int, int, str, int]]:
     """``(start, count, items, bytes)`` of each segment of ``key``, in order; each one's ``sizes`` checked."""
     found = []
     for start, text, sizes, size in _rows(
-            path, "SELECT start, items, sizes, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? "
-                  "ORDER BY start", NS, key):
+        path,
+        "SELECT start, items, sizes, bytes FROM keepstate_kv_segments WHERE ns = ? AND key = ? ORDER BY start",
+        NS,
+        key,
+    ):
         if text != "!":  # (not corrupted by the test)
             items = [orjson.dumps(item) for item in orjson.loads(f"[{text}]")]
             assert sizes is None or [int(n) for n in sizes.split(",")] == [len(item) for item in items]
@@ -77,8 +80,10 @@ def _corrupt(path: Path, key: str, keep: set[int]) -> None:
     with conn:
         for start, *_ in _segments(path, key):
             if start not in keep:
-                conn.execute("UPDATE keepstate_kv_segments SET items = '!' WHERE ns = ? AND key = ? AND start = ?",
-                             (NS, key, start))
+                conn.execute(
+                    "UPDATE keepstate_kv_segments SET items = '!' WHERE ns = ? AND key = ? AND start = ?",
+                    (NS, key, start),
+                )
     conn.close()
 
 
@@ -110,7 +115,7 @@ def _item(index: int, width: int = 300) -> bytes:
 def _build(state: SqliteState, key: str, count: int, width: int = 300) -> list[bytes]:
     items = [_item(index, width) for index in range(count)]
     for start in range(0, count, 3):
-        state.append(NS, key, items[start:start + 3])
+        state.append(NS, key, items[start : start + 3])
     return items
 
 
@@ -164,7 +169,7 @@ def test_trim_deletes_whole_segments_and_rewrites_only_the_one_holding_the_cut(s
     assert trimmed[0][0] == cut and trimmed[1:] == [row for row in after if row[0] > holding]
     assert _rows(path, "SELECT base, length FROM keepstate_kv WHERE key = 'log'") == [(cut, 123)]
     page = state.items(NS, "log", 0, 2)
-    assert page is not None and page.items == items[cut:cut + 2]
+    assert page is not None and page.items == items[cut : cut + 2]
 
 
 def test_pop_touches_only_the_last_segment(state: SqliteState, path: Path) -> None:
@@ -255,15 +260,17 @@ async def test_the_servers_one_statement_read_judges_expiry(path: Path) -> None:
     state = await database.state()
     try:
         assert await database.read_with_lease("no-such-token", NS, "k") == (None, None)  # (platform tables made)
-        await state.put(NS, "k", b"1", ttl_ms=500)
-        await state.append(NS, "l", [b"1"], ttl_ms=500)
+        await state.put(NS, "k", b"1", ttl_ms=3_600_000)  # lives for the test, however slow the machine
+        await state.append(NS, "l", [b"1"], ttl_ms=3_600_000)
         lease, entry = await database.read_with_lease("no-such-token", NS, "k")
         assert lease is None and entry is not None and entry.expires_at is not None
         _, listed = await database.read_with_lease("no-such-token", NS, "l")
         assert listed is not None and listed.data == b"[1]" and listed.expires_at is not None
-        await asyncio.sleep(0.6)
-        assert (await database.read_with_lease("no-such-token", NS, "k"))[1] is None
-        assert (await database.read_with_lease("no-such-token", NS, "l"))[1] is None
+        await state.put(NS, "gone", b"1", ttl_ms=1)
+        await state.append(NS, "gone-list", [b"1"], ttl_ms=1)
+        await asyncio.sleep(0.02)  # the clock passes their 1 ms
+        assert (await database.read_with_lease("no-such-token", NS, "gone"))[1] is None
+        assert (await database.read_with_lease("no-such-token", NS, "gone-list"))[1] is None
     finally:
         await database.aclose()
 
@@ -276,10 +283,13 @@ async def test_a_failed_batch_in_a_commit_group_undoes_only_itself(path: Path) -
     state = await database.state()
     try:
         await state.put(NS, "scalar", b'"text"')
-        failing = [BatchOp("append", NS, "new", items=[_item(n) for n in range(40)]),
-                   BatchOp("append", NS, "scalar", items=[b"1"])]
-        results = await asyncio.gather(state.batch(failing), *(state.put(NS, f"k{n}", b"1") for n in range(20)),
-                                       return_exceptions=True)
+        failing = [
+            BatchOp("append", NS, "new", items=[_item(n) for n in range(40)]),
+            BatchOp("append", NS, "scalar", items=[b"1"]),
+        ]
+        results = await asyncio.gather(
+            state.batch(failing), *(state.put(NS, f"k{n}", b"1") for n in range(20)), return_exceptions=True
+        )
         assert isinstance(results[0], NotAList) and results[0].details["index"] == 1
         assert results[1:] == [1] * 20
         assert _segments(path, "new") == [] and _rows(path, "SELECT * FROM keepstate_kv WHERE key = 'new'") == []
@@ -299,11 +309,14 @@ def _old_file(path: Path) -> None:
     size = len(",".join(items)) + 2
     with db.transaction() as conn:
         for seg, text in enumerate(items):
-            conn.execute("INSERT INTO keepstate_kv_segments (ns, key, seg, items, bytes) VALUES (?, ?, ?, ?, ?)",
-                         (NS, "h", seg, text, len(text)))
+            conn.execute(
+                "INSERT INTO keepstate_kv_segments (ns, key, seg, items, bytes) VALUES (?, ?, ?, ?, ?)",
+                (NS, "h", seg, text, len(text)),
+            )
         conn.executemany(
             "INSERT INTO keepstate_kv (ns, key, version, kind, value, size, length) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(NS, "h", 3, "l", None, size, 6), (NS, "v", 2, "v", b'{"x":1}', 7, 0), (NS, "gone", 4, "d", None, 0, 0)])
+            [(NS, "h", 3, "l", None, size, 6), (NS, "v", 2, "v", b'{"x":1}', 7, 0), (NS, "gone", 4, "d", None, 0, 0)],
+        )
     db.close()
 
 
@@ -312,7 +325,8 @@ def test_a_file_of_the_first_schema_opens_and_keeps_working(path: Path) -> None:
     with keepstate.open(f"sqlite:///{path}") as store:
         scope = store.scope("session", agent="chat", id="s-1")
         assert _rows(path, "SELECT version FROM keepstate_schema WHERE component = 'state'") == [
-            (len(sqlite_state.STEPS),)]
+            (len(sqlite_state.STEPS),)
+        ]
         assert [(s, c) for s, c, *_ in _segments(path, "h")] == [(0, 2), (2, 3), (5, 1)]
         assert scope.get_versioned("h") == (["a", 1, {"b": [2]}, "c", 3, 4], 3)
         assert scope.items("h", start=1, limit=3).items == [1, {"b": [2]}, "c"]

@@ -4,6 +4,7 @@ traceback, and nothing created (none of them makes a store that is not there).""
 
 from __future__ import annotations
 
+import datetime
 import json
 import sqlite3
 from pathlib import Path
@@ -31,23 +32,27 @@ def test_no_store_no_new_file(tmp_path: Path, command: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["purge"], "--older-than"),
-    (["purge", "--older-than", "-1"], "--older-than"),
-    (["purge", "--older-than", "soon"], "--older-than"),
-    (["purge", "--older-than", "1", "--store", "redis://127.0.0.1:6379"], "platform"),
-    (["purge", "--older-than", "1", "--store", "memory://"], "memory://"),
-    (["purge", "--older-than", "1", "--store", "mysql://x"], "unknown store URL"),
-    (["backup"], "OUT.db"),
-    (["backup", "out.db", "--store", "postgresql://postgres@127.0.0.1/test"], "pg_dump"),
-    (["backup", "out.db", "--store", "redis://127.0.0.1:6379"], "RDB"),
-    (["keys", "list", "--env", "bad env"], "--env"),
-    (["keys", "revoke"], "ID"),
-    (["serve", "--queue-timeout", "0"], "--queue-timeout"),
-    (["serve", "--queue-timeout", "86401"], "--queue-timeout"),
-    (["serve", "--retention-days", "0"], "--retention-days"),
-    (["serve", "--retention-days", "many"], "--retention-days"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["purge"], "--older-than"),
+        (["purge", "--older-than", "-1"], "--older-than"),
+        (["purge", "--older-than", "soon"], "--older-than"),
+        (["purge", "--older-than", "1", "--store", "redis://127.0.0.1:6379"], "platform"),
+        (["purge", "--older-than", "1", "--store", "memory://"], "memory://"),
+        (["purge", "--older-than", "1", "--store", "mysql://x"], "unknown store URL"),
+        (["backup"], "OUT.db"),
+        (["backup", "out.db", "--store", "postgresql://postgres@127.0.0.1/test"], "pg_dump"),
+        (["backup", "out.db", "--store", "redis://127.0.0.1:6379"], "RDB"),
+        (["keys", "list", "--env", "bad env"], "--env"),
+        (["keys", "revoke"], "ID"),
+        (["keys", "create", "--role", "member", "--name", "n" * 201], "at most 200 characters"),
+        (["serve", "--queue-timeout", "0"], "--queue-timeout"),
+        (["serve", "--queue-timeout", "86401"], "--queue-timeout"),
+        (["serve", "--retention-days", "0"], "--retention-days"),
+        (["serve", "--retention-days", "many"], "--retention-days"),
+    ],
+)
 def test_bad_input_is_one_line_and_touches_nothing(tmp_path: Path, args: list[str], needle: str) -> None:
     done = run_cli(*args, cwd=tmp_path)
     assert_one_line_error(done, needle, status=2)
@@ -82,24 +87,41 @@ def test_backup_refuses_to_overwrite_unless_forced_and_to_copy_onto_itself(tmp_p
 
 def test_keys_list_shows_no_secret_and_revoke_is_401_on_a_running_server(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'ks.db'}"
-    secret = run_cli("keys", "create", "--role", "member", "--name", "ops", "--store", store).stdout.strip()
+    created = run_cli("keys", "create", "--role", "member", "--name", "ops", "--store", store)
+    secret = created.stdout.strip()  # the key alone on standard output, for scripts
+    assert secret.startswith("ks_") and "\n" not in secret
     with running_server(store) as server:
         member = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(f"{server.url}/v0/sessions", headers=member).status_code == 200
-        listed = run_cli("keys", "list", "--store", store)
+        listed = run_cli("keys", "list", "--json", "--store", store)
         assert listed.returncode == 0 and secret not in listed.stdout
         keys = json.loads(listed.stdout)["keys"]
         ops = [key for key in keys if key["name"] == "ops"]
         assert len(ops) == 1 and set(ops[0]) == {"id", "role", "name", "created_at"} and ops[0]["role"] == "member"
+        assert (
+            created.stderr
+            == f"created member key {ops[0]['id']} 'ops' in default: the key above is shown only this once\n"
+        )
+        table = run_cli("keys", "list", "--store", store).stdout.splitlines()  # for people
+        assert table[0].split() == ["ID", "ROLE", "NAME", "CREATED", "(UTC)"] and secret not in "".join(table)
+        row = next(line.split() for line in table if ops[0]["id"] in line)
+        when = datetime.datetime.fromtimestamp(ops[0]["created_at"] / 1000, tz=datetime.UTC)
+        assert row == [ops[0]["id"], "member", "ops", *when.strftime("%Y-%m-%d %H:%M:%S").split()]
         revoked = run_cli("keys", "revoke", ops[0]["id"], "--store", store)
         assert revoked.returncode == 0 and ops[0]["id"] in revoked.stdout
         assert httpx.get(f"{server.url}/v0/sessions", headers=member).status_code == 401
-        after = json.loads(run_cli("keys", "list", "--store", store).stdout)["keys"]
+        after = json.loads(run_cli("keys", "list", "--json", "--store", store).stdout)["keys"]
         assert all(key["id"] != ops[0]["id"] for key in after)
         again = run_cli("keys", "revoke", ops[0]["id"], "--store", store)
         assert_one_line_error(again, "no unrevoked key", status=1)
-        other_env = run_cli("keys", "list", "--env", "elsewhere", "--store", store)
+        other_env = run_cli("keys", "list", "--env", "elsewhere", "--json", "--store", store)
         assert json.loads(other_env.stdout) == {"env": "elsewhere", "keys": []}
+        assert (
+            run_cli("keys", "list", "--env", "elsewhere", "--store", store).stdout
+            == "no keys in environment elsewhere\n"
+        )
+        made = json.loads(run_cli("keys", "create", "--role", "worker", "--json", "--store", store).stdout)
+        assert set(made) == {"id", "role", "name", "created_at", "env", "key"} and made["key"].startswith("ks_")
 
 
 def test_purge_on_postgres_counts_then_purges(pg_url: str) -> None:

@@ -37,8 +37,15 @@ def busy_port() -> Iterator[int]:
 
 
 def test_a_busy_port_is_refused_before_the_store_is_opened_or_a_key_made(tmp_path: Path, busy_port: int) -> None:
-    done = run_cli("serve", "--port", str(busy_port), "--store", f"sqlite:///{tmp_path / 'new.db'}", cwd=tmp_path,
-                   env={"KEEPSTATE_ADMIN_KEY": ""})
+    done = run_cli(
+        "serve",
+        "--port",
+        str(busy_port),
+        "--store",
+        f"sqlite:///{tmp_path / 'new.db'}",
+        cwd=tmp_path,
+        env={"KEEPSTATE_ADMIN_KEY": ""},
+    )
     assert_one_line_error(done, f"127.0.0.1:{busy_port}", "already in use")
     assert not KEY_PATTERN.search(done.stderr + done.stdout), "an admin key was printed"
     assert list(tmp_path.iterdir()) == [], "the store was created"
@@ -58,29 +65,40 @@ def test_a_weak_admin_key_is_refused_before_anything_else(tmp_path: Path, key: s
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("args", "env", "needle"), [
-    (["--port", "abc"], {}, "--port"),
-    (["--port", "99999"], {}, "--port"),
-    (["--port", "-1"], {}, "--port"),
-    ([], {"KEEPSTATE_PORT": "eighty"}, "--port"),
-    (["--workers", "0"], {}, "--workers"),
-    (["--workers", "many"], {}, "--workers"),
-    (["--invocation-lease", "0"], {}, "--invocation-lease"),
-    (["--invocation-lease", "soon"], {}, "--invocation-lease"),
-    ([], {"KEEPSTATE_INVOCATION_LEASE": "-5"}, "--invocation-lease"),
-    (["--store", "memory://", "--workers", "2"], {}, "memory://"),
-    (["--prot", "8420"], {}, "--prot"),
-])
-def test_bad_flags_are_one_line_and_create_nothing(tmp_path: Path, args: list[str], env: dict[str, str],
-                                                   needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["--port", "abc"], {}, "--port"),
+        (["--port", "99999"], {}, "--port"),
+        (["--port", "-1"], {}, "--port"),
+        ([], {"KEEPSTATE_PORT": "eighty"}, "--port"),
+        (["--workers", "0"], {}, "--workers"),
+        (["--workers", "many"], {}, "--workers"),
+        (["--invocation-lease", "0"], {}, "--invocation-lease"),
+        (["--invocation-lease", "soon"], {}, "--invocation-lease"),
+        ([], {"KEEPSTATE_INVOCATION_LEASE": "-5"}, "--invocation-lease"),
+        (["--store", "memory://", "--workers", "2"], {}, "memory://"),
+        (["--prot", "8420"], {}, "--prot"),
+    ],
+)
+def test_bad_flags_are_one_line_and_create_nothing(
+    tmp_path: Path, args: list[str], env: dict[str, str], needle: str
+) -> None:
     done = run_cli("serve", *args, cwd=tmp_path, env={"KEEPSTATE_ADMIN_KEY": STRONG, **env})
     assert_one_line_error(done, needle, "keepstate serve --help", status=2)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_host_that_cannot_be_bound_is_one_line(tmp_path: Path) -> None:
-    done = run_cli("serve", "--host", "no-such-host.invalid", "--port", str(free_port()), cwd=tmp_path,
-                   env={"KEEPSTATE_ADMIN_KEY": STRONG})
+    done = run_cli(
+        "serve",
+        "--host",
+        "no-such-host.invalid",
+        "--port",
+        str(free_port()),
+        cwd=tmp_path,
+        env={"KEEPSTATE_ADMIN_KEY": STRONG},
+    )
     assert_one_line_error(done, "cannot listen on no-such-host.invalid")
     assert list(tmp_path.iterdir()) == []
 
@@ -104,9 +122,18 @@ def _started(process: subprocess.Popen[str]) -> str:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_port_zero_serves_on_the_port_it_prints(tmp_path: Path, workers: int) -> None:
-    process = start_cli("serve", "--port", "0", "--workers", str(workers), "--store",
-                        f"sqlite:///{tmp_path / 's.db'}", env={"KEEPSTATE_ADMIN_KEY": STRONG},
-                        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    process = start_cli(
+        "serve",
+        "--port",
+        "0",
+        "--workers",
+        str(workers),
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        env={"KEEPSTATE_ADMIN_KEY": STRONG},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         url = _started(process)
         assert not url.endswith(":0")

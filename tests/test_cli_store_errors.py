@@ -2,24 +2,26 @@
 
 The stores: a SQLite file in a directory that does not exist, a SQLite "file" that is a directory,
 PostgreSQL and Redis on a port where nothing listens, and a scheme keepstate does not know. The
-commands: everything that opens a store. Each pair runs as a real ``keepstate`` process (all of them
-at once, in a module fixture: the PostgreSQL pool waits seconds before it gives up).
+commands: everything that opens a store. Each pair is a test of its own, running one real ``keepstate``
+process (a module fixture running all 45 at once was built again on every pytest-xdist worker that ran
+one of them: four times the processes).
 """
 
 from __future__ import annotations
 
 import secrets
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from cliproc import Done, assert_one_line_error, run_cli
-from serverproc import free_port
+from serverproc import closed_port, free_port
 
-DUMP = '{"type": "keepstate-export", "version": 2, "platform": false}\n' \
-       '{"type": "keepstate-export", "end": true, "records": 0}\n'
+DUMP = (
+    '{"type": "keepstate-export", "version": 2, "platform": false}\n'
+    '{"type": "keepstate-export", "end": true, "records": 0}\n'
+)
 COMMANDS = {
     "export": ["export"],
     "import": ["import"],
@@ -47,24 +49,14 @@ def _store(kind: str, root: Path, closed_port: int) -> str:
 
 def _run(command: str, store: str, cwd: Path) -> Done:
     args = [arg.replace("{port}", str(free_port())) for arg in COMMANDS[command]]
-    return run_cli(*args, "--store", store, cwd=cwd, env={"KEEPSTATE_ADMIN_KEY": ADMIN_KEY},
-                   input=DUMP if command == "import" else "")
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[Done, Path]]:
-    """Every (command, store) run once, each in a working directory of its own."""
-    closed = free_port()  # nothing listens there
-    cases = {}
-    for command in COMMANDS:
-        for kind in STORES:
-            root = tmp_path_factory.mktemp(f"{command}-{kind}")
-            (root / "a-directory").mkdir()
-            cases[command, kind] = root
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = {case: pool.submit(_run, case[0], _store(case[1], root, closed), root)
-                   for case, root in cases.items()}
-        return {case: (future.result(), cases[case]) for case, future in futures.items()}
+    return run_cli(
+        *args,
+        "--store",
+        store,
+        cwd=cwd,
+        env={"KEEPSTATE_ADMIN_KEY": ADMIN_KEY},
+        input=DUMP if command == "import" else "",
+    )
 
 
 def _needles(command: str, kind: str) -> tuple[str, ...]:
@@ -83,9 +75,12 @@ def _needles(command: str, kind: str) -> tuple[str, ...]:
 @pytest.mark.parametrize("kind", STORES)
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_store_that_cannot_be_opened_is_one_line_and_nothing_is_created(
-    results: dict[tuple[str, str], tuple[Done, Path]], command: str, kind: str
+    tmp_path: Path, command: str, kind: str
 ) -> None:
-    done, root = results[command, kind]
+    root = tmp_path
+    (root / "a-directory").mkdir()
+    with closed_port() as closed:  # nothing listens there
+        done = _run(command, _store(kind, root, closed), root)
     line = assert_one_line_error(done, *_needles(command, kind))
     assert "pw" not in line, "a password in the store URL was printed"
     assert done.stdout == "", "a command that failed printed something (a key?) on stdout"

@@ -1,5 +1,5 @@
-"""The examples of docs/store.md, docs/sdk.md and docs/http-api.md run as written, so a doc that drifts from
-the code fails here.
+"""The examples of docs/store.md, docs/sdk.md, docs/from-agentos.md and docs/http-api.md run as written, so a
+doc that drifts from the code fails here.
 
 As ``test_readme.py`` does for the README: the fenced blocks are taken from the page and ``exec``-ed, the
 embedded ones in a fresh directory against a real SQLite file (and again on memory://, PostgreSQL and
@@ -43,7 +43,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 DOCS_URL = "http://127.0.0.1:8420"
 STORE_URL = "sqlite:///./state.db"
 RUN, NO_RUN = "python", "python no-run"
-KNOWN_INFO = {RUN, NO_RUN, "sh", "json", "text", "toml", "yaml", "http", "console", ""}
+KNOWN_INFO = {RUN, NO_RUN, "sh", "json", "text", "toml", "yaml", "http", "console", "ts", ""}
 FENCE = re.compile(r"^```(?P<info>[^`\n]*)\n(?P<code>.*?)^```\s*$", flags=re.S | re.M)
 
 
@@ -67,15 +67,19 @@ class Block:
 def blocks(page: Path) -> list[Block]:
     """Every fenced block of a Markdown page, in order."""
     text = page.read_text()
-    return [Block(page, found["info"].strip(), found["code"], text.count("\n", 0, found.start("code")) + 1)
-            for found in FENCE.finditer(text)]
+    return [
+        Block(page, found["info"].strip(), found["code"], text.count("\n", 0, found.start("code")) + 1)
+        for found in FENCE.finditer(text)
+    ]
 
 
 def runnable(page: Path) -> list[Block]:
     return [block for block in blocks(page) if block.info == RUN]
 
 
-@pytest.mark.parametrize("name", ["store.md", "sdk.md", "http-api.md"])
+@pytest.mark.parametrize(
+    "name", ["store.md", "sdk.md", "http-api.md", "from-agentos.md", "install.md", "troubleshooting.md"]
+)
 def test_every_block_says_what_it_is(name: str) -> None:
     """A misspelt info string (``pyhton``) would quietly leave an example untested."""
     found = blocks(DOCS / name)
@@ -96,10 +100,11 @@ def test_store_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert (tmp_path / "state.db").exists()
 
 
-@pytest.mark.parametrize("backend_url", [name for name in declaring() if name != "sqlite"], indirect=True)
+@pytest.mark.parametrize("backend_url", [n for n in declaring("cross_scope_batches") if n != "sqlite"], indirect=True)
 def test_store_examples_run_on_the_other_stores(backend_url: str) -> None:
-    """The page's promise that the rules hold on any backend, kept by its own examples. Redis keeps no
-    platform records: there ``register_session`` answers False, as the page says, where it asserts True."""
+    """The page's promise that the rules hold on any backend, kept by its own examples (its batch spans two
+    scopes, which a Redis Cluster refuses, as the page says). Redis keeps no platform records: there
+    ``register_session`` answers False, as the page says, where it asserts True."""
     replace = {STORE_URL: backend_url}
     if backend_url.startswith("redis://"):
         replace["assert store.register_session("] = "assert not store.register_session("
@@ -111,10 +116,12 @@ def test_store_examples_run_on_the_other_stores(backend_url: str) -> None:
         _close_stores(names)
 
 
-def test_sdk_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("name", "least"), [("sdk.md", 5), ("from-agentos.md", 2)])
+def test_sdk_examples_run(name: str, least: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's examples, and the AgentOS agent run unchanged on keepstate, against a real server."""
     monkeypatch.chdir(tmp_path)
-    page = runnable(DOCS / "sdk.md")
-    assert len(page) >= 5
+    page = runnable(DOCS / name)
+    assert len(page) >= least
     with running_server(f"sqlite:///{tmp_path / 'server.db'}") as info, _keys(info.url, info.admin_key) as names:
         try:
             with _serving(names) as serve:
@@ -179,7 +186,7 @@ def test_every_state_route_is_in_the_http_docs() -> None:
         prefix = next((t for t in templates if path.startswith(t)), None)
         if prefix is None:
             continue
-        tail = path[len(prefix):].rstrip("/")
+        tail = path[len(prefix) :].rstrip("/")
         for method in methods:
             row = f"`{method.upper()} P{tail}`"
             assert row in text, f"{method.upper()} {path}: no row {row} in docs/http-api.md"
@@ -252,8 +259,12 @@ def test_http_examples_answer_as_shown(tmp_path: Path) -> None:
     assert sum(command.answer is not None for command in page) >= 15
     script = "set -eu -o pipefail\n" + "".join(f"{c.text}\nprintf '\\n@@{n}@@\\n'\n" for n, c in enumerate(page))
     with running_server(f"sqlite:///{tmp_path / 'server.db'}") as info:
-        env = {**os.environ, "KEEPSTATE_URL": info.url, "KEY": info.admin_key,
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env = {
+            **os.environ,
+            "KEEPSTATE_URL": info.url,
+            "KEY": info.admin_key,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
         ran = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     outputs = re.split(r"\n@@\d+@@\n", ran.stdout)[:-1]

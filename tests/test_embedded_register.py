@@ -139,7 +139,9 @@ def test_the_async_call_works_on_one_loop_after_another(store: keepstate.Store, 
     asyncio.run(register("second"))
     assert store.register_session(session_id, "third")
     assert [store.scope("session", agent=a, id=session_id).get("history") for a in ("first", "second")] == [
-        [MESSAGE], [MESSAGE]]
+        [MESSAGE],
+        [MESSAGE],
+    ]
 
 
 @platform_stores
@@ -181,7 +183,7 @@ async def test_deleting_the_session_drops_what_the_app_wrote_and_the_id_starts_e
     assert (await platform.get_session(ADMIN, session_id)).owner == "key_new"
 
 
-@pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
 async def test_apps_in_several_processes_racing_deletes_never_leave_a_registration_behind(
     backend_url: str, platform: Platform
 ) -> None:
@@ -210,7 +212,7 @@ async def test_apps_in_several_processes_racing_deletes_never_leave_a_registrati
             assert await platform.state.get(namespace("default", "session", agent, session_id), "history") is None
 
 
-@pytest.mark.parametrize("backend_url", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 def test_close_ends_the_stores_loop_thread_and_so_does_the_collector(backend_url: str) -> None:
     before = portal_threads()
     closed = keepstate.open(backend_url)

@@ -6,12 +6,21 @@ import keepstate
 from keepstate import errors
 
 SPEC_TABLE = {
-    "invalid_key": ("InvalidKey", 400), "invalid_value": ("InvalidValue", 400),
-    "invalid_request": ("InvalidRequest", 400), "unauthorized": ("Unauthorized", 401),
-    "forbidden": ("Forbidden", 403), "not_found": ("NotFound", 404),
-    "version_conflict": ("VersionConflict", 409), "not_a_list": ("NotAList", 409),
-    "no_session": ("NoSession", 409), "no_user": ("NoUser", 409), "session_busy": ("SessionBusy", 409),
-    "not_held": ("NotHeld", 409), "too_large": ("TooLarge", 413), "unavailable": ("Unavailable", 503),
+    "invalid_key": ("InvalidKey", 400),
+    "invalid_value": ("InvalidValue", 400),
+    "invalid_request": ("InvalidRequest", 400),
+    "unauthorized": ("Unauthorized", 401),
+    "forbidden": ("Forbidden", 403),
+    "not_found": ("NotFound", 404),
+    "version_conflict": ("VersionConflict", 409),
+    "not_a_list": ("NotAList", 409),
+    "no_session": ("NoSession", 409),
+    "no_user": ("NoUser", 409),
+    "no_embedder": ("NoEmbedder", 409),
+    "session_busy": ("SessionBusy", 409),
+    "not_held": ("NotHeld", 409),
+    "too_large": ("TooLarge", 413),
+    "unavailable": ("Unavailable", 503),
 }
 
 

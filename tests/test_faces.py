@@ -23,6 +23,7 @@ from keepstate.client import (
     AsyncKeys,
     AsyncRuns,
     AsyncSessions,
+    CallerMemory,
     CallerState,
     Keys,
     Runs,
@@ -47,8 +48,14 @@ from keepstate.testing import AsyncOps
 ASYNC_NAMES = {"close": "aclose", "__enter__": "__aenter__", "__exit__": "__aexit__"}
 STATE_METHODS = {name for name in dir(StateFacet) if not name.startswith("_")}
 DOCUMENTS_METHODS = {name for name in dir(DocumentsFacet) if not name.startswith("_")}
-DOCUMENTS_FACES = (SqliteDocuments, AsyncSqliteDocuments, MemoryDocuments, InlineAsyncDocuments, DocumentsPortal,
-                   PostgresDocuments)
+DOCUMENTS_FACES = (
+    SqliteDocuments,
+    AsyncSqliteDocuments,
+    MemoryDocuments,
+    InlineAsyncDocuments,
+    DocumentsPortal,
+    PostgresDocuments,
+)
 
 
 def _public(cls: type, only: set[str] | None = None) -> dict[str, list[tuple[str, Any]] | None]:
@@ -59,8 +66,11 @@ def _public(cls: type, only: set[str] | None = None) -> dict[str, list[tuple[str
     found: dict[str, list[tuple[str, Any]] | None] = {}
     for name in names:
         member = getattr(cls, name)
-        found[name] = None if not callable(member) else [
-            (p.name, p.default) for p in inspect.signature(member).parameters.values()]
+        found[name] = (
+            None
+            if not callable(member)
+            else [(p.name, p.default) for p in inspect.signature(member).parameters.values()]
+        )
     return found
 
 
@@ -75,21 +85,62 @@ def _same(sync: type, asynchronous: type, only: set[str] | None = None, init: bo
         assert signature == async_members[name], name
 
 
-@pytest.mark.parametrize(("sync", "asynchronous"), [
-    (Client, AsyncClient), (Sessions, AsyncSessions), (Runs, AsyncRuns), (Keys, AsyncKeys), (Agents, AsyncAgents),
-    (Worker, AsyncWorker),
-    (Invocation, AsyncInvocation), (Scope, AsyncScope), (State, AsyncState), (ScopeOps, AsyncScopeOps),
-    (HttpOps, AsyncHttpOps), (CallerState, AsyncCallerState), (Batch, AsyncBatch), (Memory, AsyncMemory),
-    (MemoryOps, AsyncMemoryOps), (HttpMemoryOps, AsyncHttpMemoryOps),
-])
+@pytest.mark.parametrize(
+    ("sync", "asynchronous"),
+    [
+        (Client, AsyncClient),
+        (Sessions, AsyncSessions),
+        (Runs, AsyncRuns),
+        (Keys, AsyncKeys),
+        (Agents, AsyncAgents),
+        (Worker, AsyncWorker),
+        (Invocation, AsyncInvocation),
+        (Scope, AsyncScope),
+        (State, AsyncState),
+        (ScopeOps, AsyncScopeOps),
+        (HttpOps, AsyncHttpOps),
+        (CallerState, AsyncCallerState),
+        (Batch, AsyncBatch),
+        (Memory, AsyncMemory),
+        (MemoryOps, AsyncMemoryOps),
+        (HttpMemoryOps, AsyncHttpMemoryOps),
+    ],
+)
 def test_the_sdk_faces_match(sync: type, asynchronous: type) -> None:
     _same(sync, asynchronous)
 
 
-@pytest.mark.parametrize(("sync", "asynchronous"), [
-    (SyncStateFacet, StateFacet), (SqliteState, AsyncSqliteState), (MemoryState, InlineAsync),
-    (Portal, PostgresState), (Portal, RedisState), (ScopeOps, AsyncOps), (StoreOps, AsyncStoreOps),
-])
+def test_both_clients_hand_out_their_own_face_of_the_same_caller_memory() -> None:
+    """``client.memory`` is one class for both clients (no twin to drift): it hands out ``Memory`` from
+    ``Client`` and ``AsyncMemory`` from ``AsyncClient``, whose faces ``test_the_sdk_faces_match`` compares."""
+    import httpx
+
+    sync_client = Client(
+        "http://127.0.0.1:8420", "k", transport=httpx.MockTransport(lambda request: httpx.Response(500))
+    )
+    async_client = AsyncClient(
+        "http://127.0.0.1:8420", "k", transport=httpx.MockTransport(lambda request: httpx.Response(500))
+    )
+    assert isinstance(sync_client.memory, CallerMemory) and isinstance(async_client.memory, CallerMemory)
+    for made in (sync_client.memory.agent("chat"), sync_client.memory.user("ada", "chat")):
+        assert isinstance(made, Memory)
+    for amade in (async_client.memory.agent("chat"), async_client.memory.user("ada", "chat")):
+        assert isinstance(amade, AsyncMemory)
+    sync_client.close()
+
+
+@pytest.mark.parametrize(
+    ("sync", "asynchronous"),
+    [
+        (SyncStateFacet, StateFacet),
+        (SqliteState, AsyncSqliteState),
+        (MemoryState, InlineAsync),
+        (Portal, PostgresState),
+        (Portal, RedisState),
+        (ScopeOps, AsyncOps),
+        (StoreOps, AsyncStoreOps),
+    ],
+)
 def test_the_state_facet_faces_match(sync: type, asynchronous: type) -> None:
     """Constructors differ (a connection, a loop thread): the contract's methods must not."""
     _same(sync, asynchronous, STATE_METHODS | set(dir(ScopeOps)), init=False)
@@ -100,10 +151,16 @@ def test_every_state_face_implements_the_whole_contract() -> None:
         assert set(dir(face)) >= STATE_METHODS, face
 
 
-@pytest.mark.parametrize(("sync", "asynchronous"), [
-    (SyncDocumentsFacet, DocumentsFacet), (SqliteDocuments, AsyncSqliteDocuments),
-    (MemoryDocuments, InlineAsyncDocuments), (DocumentsPortal, PostgresDocuments), (MemoryOps, InlineAsyncMemoryOps),
-])
+@pytest.mark.parametrize(
+    ("sync", "asynchronous"),
+    [
+        (SyncDocumentsFacet, DocumentsFacet),
+        (SqliteDocuments, AsyncSqliteDocuments),
+        (MemoryDocuments, InlineAsyncDocuments),
+        (DocumentsPortal, PostgresDocuments),
+        (MemoryOps, InlineAsyncMemoryOps),
+    ],
+)
 def test_the_documents_facet_faces_match(sync: type, asynchronous: type) -> None:
     _same(sync, asynchronous, DOCUMENTS_METHODS | set(dir(MemoryOps)), init=False)
 

@@ -5,23 +5,18 @@ was, and the new calls work on it. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
+from claimers import claimer
 from keepstate.clock import now_ms
 from keepstate.platform import open_platform
-from keepstate.stores.postgres import db as pg_db
-from keepstate.stores.postgres import platform_sql as pg_steps
 from keepstate.stores.records import RunFilter
-from keepstate.stores.sql import platform as sql
-from keepstate.stores.sqlite.db import SqliteFile, sqlite_path
+from platform_steps import OLD_STORES, Row, made_before
 
 OLD_RUN = (
     "INSERT INTO ks_runs (id, env, agent, owner, caller, session_id, end_user, parent_id, status, input, output, "
     "error, hold, decision, idempotency_key, created_at, updated_at) "
     "VALUES (?, 'default', ?, 'k1', 'k1', ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, ?)"
 )
+OLD_SESSION = "INSERT INTO ks_sessions (env, id, owner, metadata, created_at) VALUES ('default', ?, 'k1', ?, ?)"
 OLD_INVOCATION = (
     "INSERT INTO ks_invocations (id, env, run_id, agent, kind, status, created_at) "
     "VALUES (?, 'default', ?, ?, 'start', ?, ?)"
@@ -34,52 +29,22 @@ ROWS = [  # run id, agent, session, status, updated_at before the test's start
 ]
 
 
-def _rows(now: int) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+def _rows(now: int) -> list[Row]:
     """The old rows, dated from ``now`` (taken when the test runs: a long suite may start it minutes
     after this module was imported, when a fixed "5 s ago" would already be past the deadline)."""
-    return [((run_id, agent, session, status, b"{}", b"1", b"null", b"null", b"null", now - ago, now - ago),
-             (f"inv-{run_id}", run_id, agent, status, now - ago))
-            for run_id, agent, session, status, ago in ROWS]
+    rows: list[Row] = [(OLD_SESSION, (session, b"{}", now)) for session in ("s-old", "s-held")]
+    for run_id, agent, session, status, ago in ROWS:
+        rows.append(
+            (OLD_RUN, (run_id, agent, session, status, b"{}", b"1", b"null", b"null", b"null", now - ago, now - ago))
+        )
+        rows.append((OLD_INVOCATION, (f"inv-{run_id}", run_id, agent, status, now - ago)))
+    return rows
 
 
-async def sqlite_step_one(url: str) -> None:
-    now = now_ms()
-    file = SqliteFile(sqlite_path(url))
-    file.migrate("platform", sql.SQLITE_SCHEMA[:1])
-    with file.transaction() as conn:
-        for session in ("s-old", "s-held"):
-            conn.execute("INSERT INTO ks_sessions (env, id, owner, metadata, created_at) VALUES "
-                         "('default', ?, 'k1', ?, ?)", (session, b"{}", now))
-        for run, invocation in _rows(now):
-            conn.execute(OLD_RUN, run)
-            conn.execute(OLD_INVOCATION, invocation)
-    file.close()
-
-
-async def postgres_step_one(url: str) -> None:
-    now = now_ms()
-    pool = await pg_db.open_async_pool(url)
-    try:
-        await pg_db.amigrate(pool, "platform", pg_steps.STEPS[:1])
-        async with pg_db.aconnection(pool) as conn, conn.transaction():
-            for session in ("s-old", "s-held"):
-                await conn.execute("INSERT INTO ks_sessions (env, id, owner, metadata, created_at) VALUES "
-                                   "('default', %s, 'k1', %s, %s)", (session, b"{}", now))
-            for run, invocation in _rows(now):
-                await conn.execute(pg_steps.pg(OLD_RUN), run)
-                await conn.execute(pg_steps.pg(OLD_INVOCATION), invocation)
-    finally:
-        await pool.close()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def old_store(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue({"sqlite": "sqlite_url", "postgres": "pg_url"}[request.param]))
-
-
-async def test_a_store_from_before_deadlines_opens_and_keeps_working(old_store: str) -> None:
-    await (sqlite_step_one if old_store.startswith("sqlite") else postgres_step_one)(old_store)
-    platform = await open_platform(old_store)
+@OLD_STORES
+async def test_a_store_from_before_deadlines_opens_and_keeps_working(backend_url: str) -> None:
+    await made_before(backend_url, 1, _rows(now_ms()))
+    platform = await open_platform(backend_url)
     try:
         repo = platform.repo
         stuck, recent = await repo.get_run("default", "run-stuck"), await repo.get_run("default", "run-recent")
@@ -89,7 +54,8 @@ async def test_a_store_from_before_deadlines_opens_and_keeps_working(old_store: 
         assert await repo.expire_queued(now_ms()) == 1
         statuses = {run.id: run.status for run in await repo.list_runs(RunFilter("default", None, None, None, 0, 10))}
         assert statuses == {"run-stuck": "expired", "run-recent": "queued", "run-held": "held", "run-done": "done"}
-        claimed = await repo.claim("default", ["chat", "nobody"], "tok", now_ms() + 30_000, now_ms())
+        worker = await claimer(repo, "default")
+        claimed = await repo.claim("default", ["chat", "nobody"], "tok", now_ms() + 30_000, now_ms(), worker)
         assert claimed is not None and claimed.run.id == "run-recent"
         names = {agent.agent: agent.runs for agent in await repo.agent_stats("default")}
         assert names == {"nobody": {"expired": 1}, "chat": {"running": 1, "held": 1, "done": 1}}

@@ -9,6 +9,7 @@ KEEPSTATE_REQUIRE_SERVICES=1, where they fail.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,13 +19,14 @@ import pytest
 import keepstate
 from keepstate.stores import open_database
 from keepstate.stores.base import Database
+from keepstate.stores.postgres import PostgresDatabase
 from keepstate.stores.postgres.db import CHECK_IDLE_S
 from private_services import PrivatePostgres, PrivateRedis, private_pg, private_redis
 
 __all__ = ["private_pg", "private_redis"]  # fixtures, used by name
-FAIL_WITHIN_S = 8.0
-"""Longest a call may take to report Unavailable (pool wait 5 s, connect timeout 3 s)."""
-RECOVER_WITHIN_S = 20.0
+HANG_S = 60.0
+"""Bounds a call's wait for Unavailable, and the wait for recovery: a hang guard, never a speed (idle, a
+call fails within the pool's 5 s wait or the 3 s connect timeout; a loaded machine can take far longer)."""
 NS = "default/agent/outage/"
 pytestmark = pytest.mark.timeout(180)
 
@@ -53,29 +55,24 @@ def _calls(database: Database) -> dict[str, Callable[[], Awaitable[Any]]]:
     }
 
 
-async def _each_call_is_unavailable_fast(backend: Database) -> list[float]:
-    """Every call raises Unavailable (503, Retry-After) within FAIL_WITHIN_S; returns the seconds each took."""
-    took: list[float] = []
+async def _each_call_is_unavailable(backend: Database) -> None:
+    """Every call raises Unavailable (503, Retry-After), none hanging (HANG_S)."""
     for name, call in _calls(backend).items():
-        started = time.monotonic()
         with pytest.raises(keepstate.Unavailable) as caught:
-            await call()
-        took.append(time.monotonic() - started)
-        assert took[-1] < FAIL_WITHIN_S, f"{name} took {took[-1]:.1f}s to fail"
-        assert caught.value.status == 503 and caught.value.retry_after >= 1
-    return took
+            await asyncio.wait_for(call(), HANG_S)
+        assert caught.value.status == 503 and caught.value.retry_after >= 1, name
 
 
-async def _recovers(backend: Database) -> float:
-    """Seconds until the same backend answers again, retrying as a client honouring Retry-After would."""
-    started = time.monotonic()
+async def _recovers(backend: Database) -> None:
+    """Wait until the same backend answers again, retrying as a client honouring Retry-After would."""
+    give_up = time.monotonic() + HANG_S
     while True:
         try:
             await backend.ping()
-            return time.monotonic() - started
+            return
         except keepstate.Unavailable:
-            assert time.monotonic() - started < RECOVER_WITHIN_S, "the backend did not recover by itself"
-            time.sleep(0.2)
+            assert time.monotonic() < give_up, "the backend did not recover by itself"
+            await asyncio.sleep(0.2)
 
 
 async def test_postgres_down_means_unavailable_and_back_means_working(private_pg: PrivatePostgres) -> None:
@@ -85,10 +82,16 @@ async def test_postgres_down_means_unavailable_and_back_means_working(private_pg
         assert await backend.put(NS, "k", b"1") == 1
         await backend.append(NS, "log", [b"0"])
         private_pg.stop()
-        first = await _each_call_is_unavailable_fast(database)
-        again = await _each_call_is_unavailable_fast(database)  # nothing got stuck in between
-        slow = [took for took in first + again if took >= 2.0]
-        assert len(slow) <= 1, f"once the pool knows the server is down, calls fail fast: {slow}"
+        await _each_call_is_unavailable(database)
+        # what makes the calls that follow fail fast (they wait DOWN_WAIT_S for a connection, not the
+        # pool's whole wait): the pool knows the server is down; asserted, not timed
+        assert isinstance(database, PostgresDatabase)
+        pool, give_up = await database.pool(), time.monotonic() + HANG_S
+        while not getattr(pool, "down", False):
+            assert time.monotonic() < give_up, "the pool never marked the server down"
+            await asyncio.sleep(0.05)
+        await _each_call_is_unavailable(database)  # nothing got stuck in between
+        assert getattr(pool, "down", False)
         private_pg.start()
         await _recovers(database)
         entry = await backend.get(NS, "k")
@@ -121,12 +124,10 @@ def test_postgres_outage_through_the_embedded_sync_face(private_pg: PrivatePostg
         scope.put("k", 1)
         private_pg.stop()
         for call in (lambda: scope.get("k"), lambda: scope.put("k", 2), lambda: scope.append("l", [1])):
-            started = time.monotonic()
             with pytest.raises(keepstate.Unavailable):
-                call()
-            assert time.monotonic() - started < FAIL_WITHIN_S
+                call()  # a hang is bounded by the module's timeout
         private_pg.start()
-        deadline = time.monotonic() + RECOVER_WITHIN_S
+        deadline = time.monotonic() + HANG_S
         while True:
             try:
                 assert scope.update("k", lambda n: n + 1) == 2
@@ -138,10 +139,8 @@ def test_postgres_outage_through_the_embedded_sync_face(private_pg: PrivatePostg
 
 def test_opening_a_store_whose_postgres_is_down_is_unavailable(private_pg: PrivatePostgres) -> None:
     private_pg.stop()
-    started = time.monotonic()
     with pytest.raises(keepstate.Unavailable):
-        keepstate.open(private_pg.url)
-    assert time.monotonic() - started < FAIL_WITHIN_S
+        keepstate.open(private_pg.url)  # a hang is bounded by the module's timeout
 
 
 async def test_redis_down_means_unavailable_and_back_means_working(private_redis: PrivateRedis) -> None:
@@ -150,8 +149,8 @@ async def test_redis_down_means_unavailable_and_back_means_working(private_redis
     try:
         assert await backend.put(NS, "k", b"1") == 1
         private_redis.stop()
-        await _each_call_is_unavailable_fast(database)
-        await _each_call_is_unavailable_fast(database)
+        await _each_call_is_unavailable(database)
+        await _each_call_is_unavailable(database)
         private_redis.start()  # no persistence: it comes back empty, and the scripts load again
         await _recovers(database)
         assert await backend.put(NS, "k", b"1", if_version=0) == 1

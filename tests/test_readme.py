@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -38,10 +37,14 @@ def test_embedded_example_runs(
     assert (tmp_path / "state.db").exists()
 
 
-def test_server_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_server_example_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As written: its names are its own, the admin key comes from ``KEEPSTATE_ADMIN_KEY``."""
     with running_server(f"sqlite:///{tmp_path / 'k.db'}") as info:
+        monkeypatch.setenv("KEEPSTATE_ADMIN_KEY", info.admin_key)
         code = _python_blocks()[1].replace("http://127.0.0.1:8420", info.url)
-        names = {"ADMIN_KEY": info.admin_key, "os": os}
+        names: dict[str, object] = {}
         exec(compile(code, "README-server", "exec"), names)
         for name in ("admin", "worker"):
             opened = names[name]

@@ -13,14 +13,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
+from backends import fresh_pg_url
 from serverproc import ServerInfo, running_server
 
 HERE = Path(__file__).resolve().parent
@@ -38,32 +37,24 @@ def _load(path: Path, name: str) -> Any:
     return module
 
 
-_root = _load(HERE / "conftest.py", "keepstate_tests_root_conftest")
 _servers = _load(HERE / "server" / "conftest.py", "keepstate_tests_server_conftest")
 api, lease_api, server_env_key = _servers.api, _servers.lease_api, _servers.server_env_key
 
 for _name in REUSED:  # the tests and the module-level fixtures (``live``, ``headers_for``) they use
-    globals().update({
-        name: value for name, value in vars(importlib.import_module(_name)).items()
-        if (name.startswith("test_") and name not in SQLITE_ONLY) or hasattr(value, "_fixture_function_marker")
-    })
+    globals().update(
+        {
+            name: value
+            for name, value in vars(importlib.import_module(_name)).items()
+            if (name.startswith("test_") and name not in SQLITE_ONLY) or hasattr(value, "_fixture_function_marker")
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def pg_store() -> Iterator[str]:
     """One fresh PostgreSQL schema for this module's servers (``pg_url`` is per test)."""
-    admin_url = _root.PG_ADMIN_URL
-    _root.need_service("PostgreSQL", admin_url, 5432)
-    import psycopg
-
-    schema = f"ks_srv_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield _root._with_query(admin_url, "options=" + quote(f"-csearch_path={schema}"))
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    with fresh_pg_url() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +77,17 @@ def test_the_suite_was_collected_here() -> None:
     assert "test_turn_flow_with_state_hold_and_resume" in names
 
 
-@pytest.mark.parametrize("method, path", [
-    ("GET", "/v0/runs/a%00b"), ("GET", "/v0/sessions/a%00b"), ("DELETE", "/v0/sessions/a%00b"),
-    ("DELETE", "/v0/keys/a%00b"), ("POST", "/v0/runs/a%00b/cancel"), ("POST", "/v0/runs/a%00b/decision"),
-])
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/v0/runs/a%00b"),
+        ("GET", "/v0/sessions/a%00b"),
+        ("DELETE", "/v0/sessions/a%00b"),
+        ("DELETE", "/v0/keys/a%00b"),
+        ("POST", "/v0/runs/a%00b/cancel"),
+        ("POST", "/v0/runs/a%00b/decision"),
+    ],
+)
 def test_an_id_holding_nul_names_nothing(api: Any, method: str, path: str) -> None:
     """PostgreSQL text cannot hold U+0000 (SQLite can): such an id is 404, never a driver error's 500."""
     answer = api.http.request(method, path, json={"approved": True}, headers=api.admin)

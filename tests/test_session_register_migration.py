@@ -7,20 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import keepstate
 from keepstate.clock import now_ms
 from keepstate.platform import open_platform
-from keepstate.stores.postgres import db as pg_db
 from keepstate.stores.postgres import platform_sql as pg_steps
 from keepstate.stores.records import namespace
 from keepstate.stores.sql import platform as sql
-from keepstate.stores.sqlite.db import SqliteFile, sqlite_path
+from platform_steps import OLD_STORES, made_before
 
 NOW = now_ms()
-OLD_SESSION = ("INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at) "
-               "VALUES ('default', ?, 'k1', 'ada', ?, ?)")
+OLD_SESSION = (
+    "INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at) VALUES ('default', ?, 'k1', 'ada', ?, ?)"
+)
 OLD_RUN = (
     "INSERT INTO ks_runs (id, env, agent, owner, caller, session_id, status, input, output, error, hold, decision, "
     "created_at, updated_at) VALUES ('run-old', 'default', 'worker', 'k1', 'k1', 'old', 'done', ?, ?, ?, ?, ?, ?, ?)"
@@ -31,47 +29,22 @@ RELEASED = 2
 """The platform's steps before this one: what a store made by the previous release holds."""
 
 
-def sqlite_released(url: str) -> None:
-    file = SqliteFile(sqlite_path(url))
-    file.migrate("platform", sql.SQLITE_SCHEMA[:RELEASED])
-    with file.transaction() as conn:
-        conn.execute(OLD_SESSION, SESSION_VALUES)
-        conn.execute(OLD_RUN, RUN_VALUES)
-    file.close()
-
-
-async def postgres_released(url: str) -> None:
-    pool = await pg_db.open_async_pool(url)
-    try:
-        await pg_db.amigrate(pool, "platform", pg_steps.STEPS[:RELEASED])
-        async with pg_db.aconnection(pool) as conn, conn.transaction():
-            await conn.execute(pg_steps.pg(OLD_SESSION), SESSION_VALUES)
-            await conn.execute(pg_steps.pg(OLD_RUN), RUN_VALUES)
-    finally:
-        await pool.close()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def released_store(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue({"sqlite": "sqlite_url", "postgres": "pg_url"}[request.param]))
-
-
 def test_the_migration_appends_one_step_and_leaves_the_released_ones_as_they_were() -> None:
-    assert len(sql.SQLITE_SCHEMA) == len(pg_steps.STEPS) == RELEASED + 1
+    assert len(sql.SQLITE_SCHEMA) == len(pg_steps.STEPS) > RELEASED
+    assert sql.SQLITE_SCHEMA[RELEASED] == pg_steps.STEPS[RELEASED] == sql.SESSION_AGENTS_TABLE
     assert "ks_session_agents" not in "".join(sql.SQLITE_SCHEMA[:RELEASED] + list(pg_steps.STEPS[:RELEASED]))
+    assert "ks_session_agents" in sql.SQLITE_SCHEMA[RELEASED] and "ks_session_agents" in pg_steps.STEPS[RELEASED]
 
 
-async def test_a_store_from_before_registered_agents_opens_and_keeps_working(released_store: str) -> None:
-    if released_store.startswith("sqlite"):
-        sqlite_released(released_store)
-    else:
-        await postgres_released(released_store)
-    with keepstate.open(released_store) as store:  # the old run's state, then an embedded app's
+@OLD_STORES
+async def test_a_store_from_before_registered_agents_opens_and_keeps_working(backend_url: str) -> None:
+    await made_before(backend_url, RELEASED, [(OLD_SESSION, SESSION_VALUES), (OLD_RUN, RUN_VALUES)])
+    with keepstate.open(backend_url) as store:  # the old run's state, then an embedded app's
         store.scope("session", agent="worker", id="old").put("notes", {"from": "the run"})
         assert store.register_session("old", "embedded", user="someone-else", metadata={"replaced": True})
         store.scope("session", agent="embedded", id="old").append("history", [{"role": "user", "content": "hi"}])
 
-    platform = await open_platform(released_store)
+    platform = await open_platform(backend_url)
     try:
         repo = platform.repo
         old = await repo.get_session("default", "old")

@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 import keepstate
+from claimers import claimer
 from keepstate.clock import now_ms
 from keepstate.platform import open_platform
 from keepstate.stores.records import Outcome, StoredInvocation, StoredRun, namespace
@@ -79,7 +80,8 @@ async def _finish_a_run(url: str) -> None:
         run = StoredRun("default", "run-1", "worker", "key_m1", "conv-7", "ada", None, "queued", b"{}", now, now)
         invocation = StoredInvocation("inv-1", "default", run.id, "worker", "start", "queued", now)
         await repo.start_run(run, "key_m1", invocation)
-        claimed = await repo.claim("default", ["worker"], "tok", now_ms() + 30_000, now_ms())
+        worker = await claimer(repo, "default")
+        claimed = await repo.claim("default", ["worker"], "tok", now_ms() + 30_000, now_ms(), worker)
         assert claimed is not None
         await repo.finish(claimed.invocation.id, "tok", Outcome("complete", b"1"), now_ms())
     finally:

@@ -14,6 +14,7 @@ import pytest
 import keepstate
 from keepstate.stores import open_database
 from keepstate.stores.documents import DocumentRecord
+from keepstate.transfer import VERSION
 
 CLI = [sys.executable, "-m", "keepstate"]
 RETURNS = "Returns policy\nItems may be returned within 30 days, with the receipt."
@@ -72,10 +73,14 @@ def test_documents_round_trip_sqlite_postgres_sqlite(tmp_path: Path, pg_url: str
     original = _export(first, tmp_path / "one.jsonl")
     documents = [orjson.loads(line) for line in original if b'"type":"document"' in line]
     assert {(d["space"], d["path"], d["version"], d["deleted"]) for d in documents} == {
-        ("default/support", "kb/returns", 1, False), ("default/support", "kb/shipping", 2, False),
-        ("default/support", "kb/old", 1, True), ("default/support", "users/alice/prefs", 1, False),
-        ("default/support", "users/bob/prefs", 1, False), ("default/billing", "invoices/2026", 1, False)}
-    assert orjson.loads(original[0])["version"] == 3
+        ("default/support", "kb/returns", 1, False),
+        ("default/support", "kb/shipping", 2, False),
+        ("default/support", "kb/old", 1, True),
+        ("default/support", "users/alice/prefs", 1, False),
+        ("default/support", "users/bob/prefs", 1, False),
+        ("default/billing", "invoices/2026", 1, False),
+    }
+    assert orjson.loads(original[0])["version"] == VERSION >= 4  # the current format, documents in it since 4
 
     into_pg = _import(pg_url, tmp_path / "one.jsonl")
     assert into_pg.returncode == 0 and b"6 document" in into_pg.stderr, into_pg.stderr
@@ -90,8 +95,18 @@ def test_documents_round_trip_sqlite_postgres_sqlite(tmp_path: Path, pg_url: str
 
 def test_a_bad_document_line_is_refused_with_its_line(tmp_path: Path) -> None:
     header = orjson.dumps({"type": "keepstate-export", "version": 3, "platform": True})
-    line = orjson.dumps({"type": "document", "space": "default/support", "path": "kb/../secret", "version": 1,
-                         "deleted": False, "text": "x", "metadata": {}, "updated_at": 1})
+    line = orjson.dumps(
+        {
+            "type": "document",
+            "space": "default/support",
+            "path": "kb/../secret",
+            "version": 1,
+            "deleted": False,
+            "text": "x",
+            "metadata": {},
+            "updated_at": 1,
+        }
+    )
     end = orjson.dumps({"type": "keepstate-export", "end": True, "records": 1})
     dump = tmp_path / "bad.jsonl"
     dump.write_bytes(b"\n".join([header, line, end]) + b"\n")
@@ -144,12 +159,15 @@ def test_a_backup_copy_searches_like_the_store(tmp_path: Path) -> None:
     _check_memory(f"sqlite:///{copy}")
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_older_dumps_without_documents_still_import(tmp_path: Path, version: int) -> None:
-    lines = [orjson.dumps({"type": "keepstate-export", "version": version, "platform": False}),
-             orjson.dumps({"type": "state", "ns": "default/agent/chat", "key": "k", "version": 1, "deleted": False,
-                           "value": 1})]
-    if version == 2:
+    lines = [
+        orjson.dumps({"type": "keepstate-export", "version": version, "platform": False}),
+        orjson.dumps(
+            {"type": "state", "ns": "default/agent/chat/", "key": "k", "version": 1, "deleted": False, "value": 1}
+        ),
+    ]
+    if version >= 2:
         lines.append(orjson.dumps({"type": "keepstate-export", "end": True, "records": 1}))
     dump = tmp_path / "old.jsonl"
     dump.write_bytes(b"\n".join(lines) + b"\n")

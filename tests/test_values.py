@@ -18,12 +18,12 @@ from keepstate.values import MAX_DEPTH
 REFUSED_BODIES = [
     (b'{"a": [1, 2, {"b": NaN}]}', "$.a[2].b"),
     (b'{"a": Infinity}', "$.a"),
-    (b'[-Infinity]', "$[0]"),
+    (b"[-Infinity]", "$[0]"),
     (b'{"x": 1e400}', "$.x"),
     (b'{"x": -1e400}', "$.x"),
-    (b'[1, 9223372036854775808]', "$[1]"),
-    (b'[-9223372036854775809]', "$[0]"),
-    (b'[18446744073709551616]', "$[0]"),
+    (b"[1, 9223372036854775808]", "$[1]"),
+    (b"[-9223372036854775809]", "$[0]"),
+    (b"[18446744073709551616]", "$[0]"),
     (b'{"s": "a\\u0000b"}', "$.s"),
     (b'{"a\\u0000": 1}', '$["a\\u0000"]'),
     (b'{"items": ["ok", "\\ud800"]}', "$.items[1]"),
@@ -124,8 +124,12 @@ def test_bad_keys(key: object) -> None:
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8), st.sampled_from(["\x00", "9" * 25, "\ud800"]),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.sampled_from(["\x00", "9" * 25, "\ud800"]),
 )
 _VALUES = st.recursive(
     _SCALARS,
@@ -171,6 +175,7 @@ def test_the_long_digit_scan_finds_what_the_regular_expression_finds(noise: byte
 
 # Big bodies of every shape: checked at C speed, never by the Python walk --------------------------
 
+
 def _body(value_text: bytes) -> bytes:
     return b'{"value":' + value_text + b"}"
 
@@ -205,8 +210,9 @@ def no_walk(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_big_good_bodies_parse_and_encode_without_a_walk(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     body = BIG_GOOD_BODIES[name]
     assert len(body) <= values.MAX_BODY_BYTES
-    monkeypatch.setattr(values, "_parse_exactly", lambda *args: pytest.fail("a good body was parsed twice"),
-                        raising=False)
+    monkeypatch.setattr(
+        values, "_parse_exactly", lambda *args: pytest.fail("a good body was parsed twice"), raising=False
+    )
     parsed = values.parse(body, MAX_DEPTH + 1)
     assert parsed == orjson.loads(body)
     assert values.encode(parsed["value"]) == orjson.dumps(parsed["value"])
@@ -215,7 +221,7 @@ def test_big_good_bodies_parse_and_encode_without_a_walk(name: str, monkeypatch:
 BIG_BAD_BODIES = [
     (_body(_row(b"{}", 690_000)[:-1] + b',"\\u0000"]'), "$.value[690000]", "U+0000"),
     (_body(_row(b"[]", 690_000)[:-1] + b",[18446744073709551616]]"), "$.value[690000][0]", "64-bit"),
-    (_body(_row(_CHAIN, 8_000)[:-1] + b",{\"k\":NaN}]"), "$.value[8000].k", "NaN"),
+    (_body(_row(_CHAIN, 8_000)[:-1] + b',{"k":NaN}]'), "$.value[8000].k", "NaN"),
     (_body(_row(b'{"a":"b"}', 200_000)[:-1] + b',{"a":1,"b\\ud800":2}]'), '$.value[200000]["b\\ud800"]', "surrogate"),
     (_body(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)), "$.value" + "[0]" * MAX_DEPTH, "nesting"),
     (_body(_row(_CHAIN, 8_000)[:-1] + b"," + b"[" * 128 + b"]" * 128 + b"]"), "$.value[8000]" + "[0]" * 127, "nesting"),
@@ -235,8 +241,11 @@ def test_big_bad_bodies_are_refused_at_their_first_bad_place(body: bytes, path: 
 def test_big_bad_values_are_refused_by_encode_at_their_first_bad_place() -> None:
     row: list[object] = [{} for _ in range(690_000)]
     cases: list[tuple[object, str]] = [
-        ("\x00", "$[690000]"), (2**64, "$[690000]"), (float("nan"), "$[690000]"),
-        ({"k": [float("inf")]}, "$[690000].k[0]"), (_nest(MAX_DEPTH), "$[690000]" + "[0]" * (MAX_DEPTH - 1)),
+        ("\x00", "$[690000]"),
+        (2**64, "$[690000]"),
+        (float("nan"), "$[690000]"),
+        ({"k": [float("inf")]}, "$[690000].k[0]"),
+        (_nest(MAX_DEPTH), "$[690000]" + "[0]" * (MAX_DEPTH - 1)),
     ]
     for bad, path in cases:
         with pytest.raises(InvalidValue) as caught:

@@ -71,17 +71,35 @@ def _str_keys_only(value: object) -> bool:
 
 # Python values, for encode and the locator ------------------------------------------------------
 
+
 class _Name(str):
     """A str subclass: a fine key for the walk, refused by orjson."""
 
 
 _BAD_SCALARS = st.sampled_from(
-    [math.nan, math.inf, -math.inf, 2**63, -(2**63) - 1, 2**64, 2**64 - 1, 2**100, "a\x00b", "\ud800", "x\udfff",
-     object(), b"bytes", {1, 2}]
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        2**63,
+        -(2**63) - 1,
+        2**64,
+        2**64 - 1,
+        2**100,
+        "a\x00b",
+        "\ud800",
+        "x\udfff",
+        object(),
+        b"bytes",
+        {1, 2},
+    ]
 )
 _GOOD_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
     st.sampled_from(["1234567890123456789012", '"[{', "\\", "\\u0000", "\U0001f600", "é", -(2**63), 2**63 - 1]),
 )
 _KEYS = st.one_of(st.text(max_size=3), st.sampled_from(["a", "a.b", "a\x00", "\ud800", "9" * 20, '"', "\\"]))
@@ -150,16 +168,56 @@ def test_encoding_many_answers_as_encoding_each(batch: list[object]) -> None:
 
 _NUMBERS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
-    st.sampled_from(["9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
-                     "1234567890123456789", "-1234567890123456789", "12345678901234567890", "1e400", "-1e400",
-                     "0.1234567890123456789012", "1.5e-12345678901234567890", "12345678901234567890.5",
-                     "1234567890123456789e2", "1E5", "-0", "0.0", "1.7976931348623157e308", "9" * 400]),
+    st.sampled_from(
+        [
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "1234567890123456789",
+            "-1234567890123456789",
+            "12345678901234567890",
+            "1e400",
+            "-1e400",
+            "0.1234567890123456789012",
+            "1.5e-12345678901234567890",
+            "12345678901234567890.5",
+            "1234567890123456789e2",
+            "1E5",
+            "-0",
+            "0.0",
+            "1.7976931348623157e308",
+            "9" * 400,
+        ]
+    ),
     st.floats(allow_nan=False, allow_infinity=False).map(repr).filter(lambda text: "e" in text or "." in text),
 )
 _LITERALS = st.sampled_from(["true", "false", "null", "NaN", "Infinity", "-Infinity"])
 _STRING_PIECES = st.sampled_from(
-    ["a", "1234567890123456789012", "[", "]", "{", "}", ":", ",", "é", "\\\\", '\\"', "\\u0000", "\\\\u0000",
-     "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\n", "\\/", "\\u0041", " ", "N", "I"]
+    [
+        "a",
+        "1234567890123456789012",
+        "[",
+        "]",
+        "{",
+        "}",
+        ":",
+        ",",
+        "é",
+        "\\\\",
+        '\\"',
+        "\\u0000",
+        "\\\\u0000",
+        "\\ud800",
+        "\\udfff",
+        "\\ud83d\\ude00",
+        "\\n",
+        "\\/",
+        "\\u0041",
+        " ",
+        "N",
+        "I",
+    ]
 )
 _STRINGS = st.lists(_STRING_PIECES, max_size=4).map(lambda pieces: '"' + "".join(pieces) + '"')
 _SPACE = st.sampled_from(["", "", " ", "\n\t"])
@@ -224,8 +282,11 @@ def test_parse_answers_as_before(text: str, max_depth: int) -> None:
 
 
 @_SETTINGS
-@given(_TEXTS.filter(lambda text: "N" not in text and "I" not in text), st.integers(min_value=0, max_value=200),
-       st.sampled_from(["NaN", "1e400", "9223372036854775808", '"\\u0000"', '"\\ud800"', "[[[[[]]]]]"]))
+@given(
+    _TEXTS.filter(lambda text: "N" not in text and "I" not in text),
+    st.integers(min_value=0, max_value=200),
+    st.sampled_from(["NaN", "1e400", "9223372036854775808", '"\\u0000"', '"\\ud800"', "[[[[[]]]]]"]),
+)
 def test_one_bad_place_anywhere_is_found_where_the_walk_finds_it(text: str, where: int, bad: str) -> None:
     """A text with one bad literal put in as the first element of one of its arrays."""
     openings = [index + 1 for index, char in enumerate(text) if char == "["]
@@ -236,6 +297,7 @@ def test_one_bad_place_anywhere_is_found_where_the_walk_finds_it(text: str, wher
 
 
 # The exact checks of text, against plain Python readings -----------------------------------------
+
 
 class _Object(list[tuple[str, Any]]):
     """An object's members as the text has them, a repeated key and all."""

@@ -58,8 +58,13 @@ class _Plan:
         self._add("patch", key, patch=patch, if_version=if_version, ttl_ms=protocol.ttl_ms(ttl_seconds))
 
     def trim(self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None) -> None:
-        self._add("trim", key, keep_last=protocol.check_keep_last(keep_last), if_version=if_version,
-                  ttl_ms=protocol.ttl_ms(ttl_seconds))
+        self._add(
+            "trim",
+            key,
+            keep_last=protocol.check_keep_last(keep_last),
+            if_version=if_version,
+            ttl_ms=protocol.ttl_ms(ttl_seconds),
+        )
 
     def _add(self, op: str, key: str, **fields: Any) -> None:
         from .scope import check_if_version
@@ -82,8 +87,9 @@ class Batch(_Plan):
     def __enter__(self) -> Batch:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if kind is None and self._queue:
             self.results = self._ops.batch(self._queue)
 
@@ -99,7 +105,8 @@ class AsyncBatch(_Plan):
     async def __aenter__(self) -> AsyncBatch:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if kind is None and self._queue:
             self.results = await self._ops.batch(self._queue)

@@ -12,7 +12,6 @@ same with no event loop in the calling thread and from inside one.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -22,14 +21,15 @@ from typing import Any
 from . import values, writes
 from .batch import Planned
 from .clock import now_ms
-from .errors import InvalidRequest, KeepstateError, VersionConflict
+from .embedders import Embedder, load_embedder
+from .errors import InvalidRequest, KeepstateError, StoreClosed, VersionConflict
 from .memory import Memory, StoreMemoryOps
+from .per_loop import per_loop_databases
 from .platform.memory import View, space_of
 from .platform.service import metadata_data, name_field
 from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
-from .stores import open_database
-from .stores.base import Database, StateFacet, SyncStateFacet
-from .stores.ending import CLOSE_WAIT_S, close_at_loop_shutdown
+from .stores import forks, open_database
+from .stores.base import FACET_HINTS, Database, StateFacet, SyncDocumentsFacet, SyncStateFacet, redact
 from .stores.faces import EventLoopThread
 from .stores.records import BatchOp, ListPage, StoredSession
 
@@ -39,11 +39,16 @@ see it (the platform's visibility rules: owners and admins)."""
 
 
 class StoreOps:
-    """``ScopeOps`` straight on a store's sync state facet."""
+    """``ScopeOps`` straight on a store's sync state facet. It holds its ``Store``, so a scope of a
+    store opened in passing keeps the store (and its connections) alive for as long as it is used."""
 
-    def __init__(self, backend: SyncStateFacet, ns: str) -> None:
-        self.backend = backend
+    def __init__(self, store: Store, ns: str) -> None:
+        self.store = store
         self.ns = ns
+
+    @property
+    def backend(self) -> SyncStateFacet:
+        return self.store.state
 
     def get_versioned(self, key: str) -> Versioned:
         entry = self.backend.get(self.ns, values.check_key(key))
@@ -91,7 +96,7 @@ class StoreOps:
 
     def batch(self, planned: Sequence[Planned]) -> list[Any]:
         """One facet batch of every planned write; each target must be a scope of this same store."""
-        ops = _facet_ops(planned, lambda target: isinstance(target, StoreOps) and target.backend is self.backend)
+        ops = _facet_ops(planned, lambda target: isinstance(target, StoreOps) and target.store is self.store)
         try:
             answers = self.backend.batch(ops)
         except VersionConflict as error:
@@ -207,33 +212,69 @@ class Store:
     scope as an ``AsyncScope`` for async code (any event loop); ``register_session`` makes a session
     the app keeps state in known to the console; close when done.
 
+    Lifetime: what the store hands out (scopes, batches, memory) holds the store, so a store opened
+    in passing (``keepstate.open(url).scope(...)``) lives as long as they are used, and its
+    connections end when the last of them is gone or at ``close()`` / the ``with`` block's end.
+    After that every call raises ``StoreClosed``. A forked child uses the store with connections of
+    its own (``stores.forks``); a store pickled to another process (``spawn``) opens its URL there.
+
     A store whose async connections belong to one event loop (PostgreSQL's pool, Redis's client:
     ``Database.loop_bound``) opens one more Database of the same URL for each loop that uses it,
     closed by that loop's ``aclose()`` or, forgotten, when the loop shuts down.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, embedder: Embedder | None = None) -> None:
         self.database = database
         self.url = database.url
-        self.state: SyncStateFacet = database.sync_state()
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Database, Callable[[], None]]] = (
-            weakref.WeakKeyDictionary())
+        self.embedder = embedder
+        """What embeds its agents' memory for search by meaning (``open(url, embedder=...)``), or None."""
+        self._closed = False
+        self._fork = forks.generation()
+        self._loops = per_loop_databases(database)
         self._lock = threading.Lock()
         self._portal: EventLoopThread | None = None
         """The loop thread of the sync face's platform calls, made by the first one."""
         self._portal_end: weakref.finalize[Any, Any] | None = None
+        forks.forget_in_child(self, Store._forget)
+        database.sync_state()  # open now: an unreachable store fails here, and a file's schema migrates
+
+    @property
+    def state(self) -> SyncStateFacet:
+        """The store's sync state facet; ``StoreClosed`` once the store is closed."""
+        self._check()
+        return self.database.sync_state()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"the store {redact(self.url)} is closed: open it again to use it")
+        if self._fork != forks.generation() and not self.database.capabilities.shared:
+            raise InvalidRequest(
+                f"the store {redact(self.url)} lives in the process that opened it, not in a forked child: "
+                f"{FACET_HINTS['shared']}"
+            )
 
     def scope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> Scope:
         """The ``run``/``session``/``user`` scope of ``id``, or the ``agent`` scope (no id), of one agent."""
-        return Scope(StoreOps(self.state, scope_namespace(kind, agent, id, env)))
+        return Scope(StoreOps(self, scope_namespace(kind, agent, id, env)))
 
     def ascope(self, kind: str, agent: str, id: str | None = None, env: str = "default") -> AsyncScope:
         """``scope(...)`` for async code: the same scope, on the store's async face."""
         return AsyncScope(AsyncStoreOps(self, scope_namespace(kind, agent, id, env)))
 
-    def register_session(self, session_id: str, agent: str, *, user: str | None = None,
-                         metadata: dict[str, Any] | None = None, owner: str | None = None,
-                         env: str = "default") -> bool:
+    def register_session(
+        self,
+        session_id: str,
+        agent: str,
+        *,
+        user: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        owner: str | None = None,
+        env: str = "default",
+    ) -> bool:
         """Make the session ``session_id`` known to the platform, with ``agent`` keeping its state in it.
 
         The session's ``scope("session", agent=agent, id=session_id, env=env)`` is what this app writes;
@@ -254,16 +295,25 @@ class Store:
         store. Works with no event loop running and from inside one (on a private loop thread).
         """
         session = _registration(session_id, agent, user, metadata, owner, env)
+        self._check()
         if not self.database.capabilities.platform:
             return False
         self._portal_thread().run(self._register(session, agent))
         return True
 
-    async def aregister_session(self, session_id: str, agent: str, *, user: str | None = None,
-                                metadata: dict[str, Any] | None = None, owner: str | None = None,
-                                env: str = "default") -> bool:
+    async def aregister_session(
+        self,
+        session_id: str,
+        agent: str,
+        *,
+        user: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        owner: str | None = None,
+        env: str = "default",
+    ) -> bool:
         """``register_session`` for async code, on the running loop."""
         session = _registration(session_id, agent, user, metadata, owner, env)
+        self._check()
         if not self.database.capabilities.platform:
             return False
         await self._register(session, agent)
@@ -275,47 +325,46 @@ class Store:
 
     def _portal_thread(self) -> EventLoopThread:
         with self._lock:
+            self._check()
             if self._portal is None:
                 self._portal = EventLoopThread()
                 self._portal_end = weakref.finalize(self, self._portal.stop)
             return self._portal
 
     async def async_state(self) -> StateFacet:
-        """The async state facet for the running event loop."""
+        """The async state facet for the running event loop; ``StoreClosed`` once the store is closed."""
         return await (await self._loop_database()).state()
 
     async def _loop_database(self) -> Database:
         """The Database of the running event loop: the store's own, or one per loop for a loop-bound store."""
-        if not self.database.loop_bound:
-            return self.database
-        loop = asyncio.get_running_loop()
-        opened = self._loops.get(loop)
-        if opened is None:
-            database = open_database(self.url)
-            opened = self._loops[loop] = database, await close_at_loop_shutdown(database.aclose)
-        return opened[0]
+        self._check()
+        return await self._loops.current()
 
     async def aclose(self) -> None:
         """Close the running loop's async connections (``close()`` still closes the store)."""
-        opened = self._loops.pop(asyncio.get_running_loop(), None)
-        if opened is not None:
-            database, disarm = opened
-            disarm()
-            await database.aclose()
+        await self._loops.aclose_current()
 
     def memory(self, agent: str, user: str | None = None, env: str = "default") -> Memory:
         """``agent``'s memory as a run of end user ``user`` sees it (its folder ``users/{user}/`` and
         everything outside ``users/``), or as a run without one. Needs SQLite, PostgreSQL or memory://."""
         view = View(space_of(env, agent), None if user is None else values.check_key(user, "user"))
-        return Memory(StoreMemoryOps(self.database.sync_documents, view))
+        return Memory(StoreMemoryOps(self.documents, view, self.embedder))
+
+    def documents(self) -> SyncDocumentsFacet:
+        """The store's sync documents facet (memory); ``StoreClosed`` once the store is closed."""
+        self._check()
+        return self.database.sync_documents()
 
     def close(self) -> None:
-        """Close the store; the loop thread of the sync platform calls first, with its loop's Database."""
+        """Close the store: every loop's connections, the sync faces' loop thread and the store's files
+        or pools. Again is a no-op; anything the store handed out raises ``StoreClosed`` from now on."""
         with self._lock:
-            portal, end, self._portal, self._portal_end = self._portal, self._portal_end, None, None
+            if self._closed:
+                return
+            self._closed = True
+            end, self._portal, self._portal_end = self._portal_end, None, None
         try:
-            if portal is not None:
-                portal.run(self.aclose(), timeout=CLOSE_WAIT_S)
+            self._loops.close()
         finally:
             if end is not None:
                 end()
@@ -327,9 +376,26 @@ class Store:
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
 
+    def __reduce__(self) -> tuple[Callable[..., Store], tuple[str, Embedder | None]]:
+        """Pickled (``multiprocessing``'s spawn), a store is its URL: the other process opens its own."""
+        self._check()
+        if not self.database.capabilities.shared:
+            raise InvalidRequest(f"the store {redact(self.url)} cannot go to another process: {FACET_HINTS['shared']}")
+        return open, (self.url, self.embedder)
 
-def _registration(session_id: str, agent: str, user: str | None, metadata: dict[str, Any] | None,
-                  owner: str | None, env: str) -> StoredSession:
+    def _forget(self) -> None:
+        """In a forked child: the parent's loop thread and per-loop connections are not ours."""
+        if self._portal is not None:
+            forks.abandon_loop(self._portal.loop)
+        if self._portal_end is not None:
+            self._portal_end.detach()
+        self._portal = self._portal_end = None
+        self._lock = threading.Lock()
+
+
+def _registration(
+    session_id: str, agent: str, user: str | None, metadata: dict[str, Any] | None, owner: str | None, env: str
+) -> StoredSession:
     """The session ``register_session`` records, its arguments checked by the platform's own checks."""
     names = {"session_id": session_id, "agent": agent, "user": user, "owner": owner, "env": env}
     for name in names:
@@ -338,11 +404,15 @@ def _registration(session_id: str, agent: str, user: str | None, metadata: dict[
     return StoredSession(env, session_id, UNOWNED if owner is None else owner, user, data, now_ms())
 
 
-def open(url: str) -> Store:
-    """Open the store at ``url`` (``memory://``, ``sqlite:///file.db``, ``postgresql://…``, ``redis://…``)."""
+def open(url: str, embedder: str | Embedder | Callable[[list[str]], Any] | None = None) -> Store:
+    """Open the store at ``url`` (``memory://``, ``sqlite:///file.db``, ``postgresql://…``, ``redis://…``).
+
+    ``embedder`` makes its memory searchable by meaning: ``"local"`` (``keepstate[embed]``),
+    ``"module:callable"``, or a callable taking a list of texts and returning one vector per text."""
+    found = load_embedder(embedder)
     database = open_database(url)
     try:
-        return Store(database)
+        return Store(database, found)
     except BaseException:
         database.close()
         raise

@@ -13,7 +13,8 @@ does not care whether it talked to an embedded store or a server.
     ├── NotFound (404 not_found)              ├── SessionBusy (409 session_busy)
     ├── TooLarge (413 too_large)              ├── NotHeld (409 not_held)
     ├── Unavailable (503 unavailable)         ├── LeaseLost (409 lease_lost)
-    ├── SessionLocked (423 session_locked)    └── InterruptedExecution (409 interrupted_execution)
+    ├── SessionLocked (409 session_locked)    ├── InterruptedExecution (409 interrupted_execution)
+    └── StoreClosed (503 store_closed)        └── NoEmbedder (409 no_embedder)
 
 Driver exceptions (sqlite3, psycopg, redis) are translated at the backend boundary and
 never reach a caller.
@@ -101,6 +102,12 @@ class NoUser(KeepstateError):
     code, status = "no_user", 409
 
 
+class NoEmbedder(KeepstateError):
+    """A search by meaning (``semantic``, ``hybrid``) in a memory that has no embedder configured."""
+
+    code, status = "no_embedder", 409
+
+
 class SessionBusy(KeepstateError):
     code, status = "session_busy", 409
 
@@ -124,7 +131,7 @@ class LeaseLost(KeepstateError):
 class SessionLocked(KeepstateError):
     """Waiting for a session's lease took longer than the wait timeout."""
 
-    code, status = "session_locked", 423
+    code, status = "session_locked", 409
 
 
 class InterruptedExecution(KeepstateError):
@@ -148,12 +155,41 @@ class Unavailable(KeepstateError):
         super().__init__(message or "store unavailable", retry_after=retry_after, **details)
 
 
+class StoreClosed(KeepstateError, RuntimeError):
+    """A store, session store, harness store, adapter or client used after its ``close()``/``aclose()``
+    (or its ``with`` block) ended it. Not an outage: nothing will answer on this object again; open
+    a new one. Never retried by keepstate. Also a ``RuntimeError``, as Python's own closed objects
+    raise and as the frameworks' sessions do (code catching that keeps working)."""
+
+    code, status = "store_closed", 503
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message or "this store is closed: open it again to use it", **details)
+
+
 ERRORS: dict[str, type[KeepstateError]] = {
     cls.code: cls
     for cls in (
-        InvalidKey, InvalidValue, InvalidRequest, Unauthorized, Forbidden, NotFound,
-        VersionConflict, NotAList, NoSession, NoUser, SessionBusy, NotHeld, NotAnInteger, LeaseLost,
-        SessionLocked, InterruptedExecution, TooLarge, Unavailable,
+        InvalidKey,
+        InvalidValue,
+        InvalidRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        VersionConflict,
+        NotAList,
+        NoSession,
+        NoUser,
+        NoEmbedder,
+        SessionBusy,
+        NotHeld,
+        NotAnInteger,
+        LeaseLost,
+        SessionLocked,
+        InterruptedExecution,
+        TooLarge,
+        Unavailable,
+        StoreClosed,
     )
 }
 

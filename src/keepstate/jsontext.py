@@ -111,7 +111,8 @@ def holds_bad(text: bytes, max_depth: int) -> bool:
     deeper than ``max_depth``."""
     scan = text.translate(_SCAN, _SCAN_DROPS)
     return _nul_or_big_int(text, scan) or (
-        scan.count(b"[") > max_depth and skeleton_deeper(_outside_strings(scan, None, _BUT_BRACKETS), max_depth))
+        scan.count(b"[") > max_depth and skeleton_deeper(_outside_strings(scan, None, _BUT_BRACKETS), max_depth)
+    )
 
 
 def _nul_or_big_int(text: bytes, scan: bytes) -> bool:
@@ -123,7 +124,8 @@ def _nul_or_big_int(text: bytes, scan: bytes) -> bool:
     is a fraction, so when the runs of 19 are as many as those led by a dot no integer can be long
     enough (a run of 38 digits would count twice on the left: a false alarm, not a miss)."""
     return (b"\\" in scan and b"\\u9999" in scan and has_nul(text)) or (
-        _LONG_RUN in scan and scan.count(_LONG_RUN) != scan.count(b"." + _LONG_RUN) and has_big_int(text))
+        _LONG_RUN in scan and scan.count(_LONG_RUN) != scan.count(b"." + _LONG_RUN) and has_big_int(text)
+    )
 
 
 def has_nul(text: bytes) -> bool:

@@ -1,4 +1,4 @@
-"""An agent's memory: the five calls, on any store, embedded or over HTTP.
+"""An agent's memory: the five calls, on any store, embedded or over HTTP; search by words or meaning.
 
 As with state scopes (``keepstate.scope``), ``Memory`` holds what does not depend on where the
 documents live (paging a listing, defaults) over a small ``MemoryOps`` object doing the primitive
@@ -17,7 +17,9 @@ from typing import Any, Protocol
 import orjson
 
 from .clock import now_ms
+from .embedders import Embedder
 from .errors import NotFound
+from .platform import embedding
 from .platform.memory import (
     View,
     check_after,
@@ -30,7 +32,7 @@ from .platform.memory import (
 )
 from .scope import check_if_version
 from .stores.base import SyncDocumentsFacet
-from .stores.documents import StoredDocument
+from .stores.documents import DocumentWrite, StoredDocument
 
 PAGE = 100
 
@@ -47,8 +49,13 @@ class Document:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
-        return cls(str(data["path"]), str(data["text"]), dict(data.get("metadata") or {}), int(data["version"]),
-                   int(data["updated_at"]))
+        return cls(
+            str(data["path"]),
+            str(data["text"]),
+            dict(data.get("metadata") or {}),
+            int(data["version"]),
+            int(data["updated_at"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +73,9 @@ class DocumentInfo:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result: higher ``score`` is better; ``snippet`` is text around the matches, each
-    matched word between ``**``."""
+    """A search result: higher ``score`` is better. By words, ``snippet`` is text around the matches,
+    each matched word between ``**``; by meaning, ``score`` is the cosine similarity and ``snippet``
+    the nearest passage; fused (``hybrid``), ``score`` is the reciprocal-rank sum."""
 
     path: str
     score: float
@@ -87,7 +95,9 @@ class MemoryOps(Protocol):
     def write(self, path: str, text: str, metadata: dict[str, Any] | None, if_version: int | None) -> int: ...
     def delete(self, path: str, if_version: int | None) -> None: ...
     def list_page(self, prefix: str, after: str, limit: int) -> ListPage: ...
-    def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]: ...
+    def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]: ...
 
 
 class AsyncMemoryOps(Protocol):
@@ -95,7 +105,9 @@ class AsyncMemoryOps(Protocol):
     async def write(self, path: str, text: str, metadata: dict[str, Any] | None, if_version: int | None) -> int: ...
     async def delete(self, path: str, if_version: int | None) -> None: ...
     async def list_page(self, prefix: str, after: str, limit: int) -> ListPage: ...
-    async def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]: ...
+    async def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]: ...
 
 
 class Memory:
@@ -109,8 +121,7 @@ class Memory:
         """The document at ``path``, or None when there is none (or it is in another user's folder)."""
         return self._ops.read(path)
 
-    def write(self, path: str, text: str, metadata: dict[str, Any] | None = None, if_version: int | None = None
-              ) -> int:
+    def write(self, path: str, text: str, metadata: dict[str, Any] | None = None, if_version: int | None = None) -> int:
         """Replace the document's text and metadata; the new version. ``if_version=0``: only if absent.
         Raises VersionConflict (with ``current_version``), TooLarge past 1 MiB of text or 16 KiB of metadata."""
         return self._ops.write(path, text, metadata, if_version)
@@ -126,11 +137,22 @@ class Memory:
             page, after = self._ops.list_page(prefix, after, PAGE)
             yield from page
 
-    def search(self, query: str, prefix: str | None = None, limit: int = 10) -> builtins.list[Hit]:
-        """The documents holding every word and ``"quoted phrase"`` of ``query``, best first (at most
-        ``limit``, ≤ 50); a first line that holds them ranks above a passing mention. InvalidRequest
-        for a malformed query."""
-        return self._ops.search(query, prefix, limit)
+    def search(
+        self,
+        query: str,
+        mode: str | None = None,
+        filter: dict[str, Any] | None = None,
+        prefix: str | None = None,
+        limit: int = 10,
+    ) -> builtins.list[Hit]:
+        """The best documents for ``query``, best first (at most ``limit``, ≤ 50). ``mode``: ``"text"``,
+        the documents holding every word and ``"quoted phrase"`` (a first line that holds them ranks
+        above a passing mention); ``"semantic"``, the documents nearest in meaning (``score`` the
+        cosine similarity of their nearest passage, which is the ``snippet``); ``"hybrid"``, both fused
+        by reciprocal rank. Default: hybrid with an embedder, else text; meaning without an embedder is
+        NoEmbedder. ``filter``: only documents whose metadata has each of these fields with this value.
+        InvalidRequest for a malformed query."""
+        return self._ops.search(query, prefix, limit, mode, filter)
 
 
 class AsyncMemory:
@@ -142,8 +164,9 @@ class AsyncMemory:
     async def read(self, path: str) -> Document | None:
         return await self._ops.read(path)
 
-    async def write(self, path: str, text: str, metadata: dict[str, Any] | None = None,
-                    if_version: int | None = None) -> int:
+    async def write(
+        self, path: str, text: str, metadata: dict[str, Any] | None = None, if_version: int | None = None
+    ) -> int:
         return await self._ops.write(path, text, metadata, if_version)
 
     async def delete(self, path: str, if_version: int | None = None) -> None:
@@ -156,8 +179,15 @@ class AsyncMemory:
             for item in page:
                 yield item
 
-    async def search(self, query: str, prefix: str | None = None, limit: int = 10) -> builtins.list[Hit]:
-        return await self._ops.search(query, prefix, limit)
+    async def search(
+        self,
+        query: str,
+        mode: str | None = None,
+        filter: dict[str, Any] | None = None,
+        prefix: str | None = None,
+        limit: int = 10,
+    ) -> builtins.list[Hit]:
+        return await self._ops.search(query, prefix, limit, mode, filter)
 
 
 def document_of(stored: StoredDocument) -> Document:
@@ -167,19 +197,17 @@ def document_of(stored: StoredDocument) -> Document:
 class StoreMemoryOps(MemoryOps):
     """``MemoryOps`` straight on a store's sync documents facet, under the same rules as the server.
 
-    The facet is asked for on first use, so that an agent on a store without documents (Redis) fails
-    only when it touches its memory, with the reason."""
+    The facet is asked for at each call, so that an agent on a store without documents (Redis) fails
+    only when it touches its memory, with the reason, and a closed store says so (``StoreClosed``)."""
 
-    def __init__(self, facet: Callable[[], SyncDocumentsFacet], view: View) -> None:
+    def __init__(self, facet: Callable[[], SyncDocumentsFacet], view: View, embedder: Embedder | None = None) -> None:
         self._facet_of = facet
-        self._facet: SyncDocumentsFacet | None = None
         self.view = view
+        self.embedder = embedder
 
     @property
     def facet(self) -> SyncDocumentsFacet:
-        if self._facet is None:
-            self._facet = self._facet_of()
-        return self._facet
+        return self._facet_of()
 
     def read(self, path: str) -> Document | None:
         """None when absent, and for another user's folder, which is absent for this view (as a 404 is)."""
@@ -193,7 +221,8 @@ class StoreMemoryOps(MemoryOps):
     def write(self, path: str, text: str, metadata: dict[str, Any] | None, if_version: int | None) -> int:
         stored = document_path(self.view, path)
         data, guard = check_metadata(metadata), check_if_version(if_version)
-        return self.facet.write(self.view.space, stored, check_text(text), data, guard, now_ms())
+        written = DocumentWrite(self.view.space, stored, check_text(text), data, guard, now_ms())
+        return embedding.write_sync(self.facet, self.embedder, written)
 
     def delete(self, path: str, if_version: int | None) -> None:
         self.facet.delete(self.view.space, document_path(self.view, path), check_if_version(if_version))
@@ -203,9 +232,11 @@ class StoreMemoryOps(MemoryOps):
         heads = self.facet.listing(self.view.space, where, cursor, limit)
         return [DocumentInfo(h.path, h.version, h.updated_at) for h in heads], next_cursor(heads, limit)
 
-    def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]:
-        found = checked_search(self.view, query, prefix, limit)
-        hits = self.facet.search(self.view.space, found.query, found.where, found.limit)
+    def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]:
+        found = checked_search(self.view, query, prefix, limit, mode, filter, self.embedder is not None)
+        hits = embedding.search_sync(self.facet, self.embedder, self.view.space, found)
         return [Hit(h.path, h.score, h.snippet, h.version) for h in hits]
 
 
@@ -227,8 +258,10 @@ class InlineAsyncMemoryOps(AsyncMemoryOps):
     async def list_page(self, prefix: str, after: str, limit: int) -> ListPage:
         return self._ops.list_page(prefix, after, limit)
 
-    async def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]:
-        return self._ops.search(query, prefix, limit)
+    async def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]:
+        return self._ops.search(query, prefix, limit, mode, filter)
 
 
 __all__ = ["AsyncMemory", "Document", "DocumentInfo", "Hit", "Memory"]

@@ -29,6 +29,7 @@ def merge(target: Any, patch: Any) -> Any:
 
 def patcher(patch: Any) -> Patcher:
     """The rewrite that applies ``patch`` to a stored value (absent: ``{}``), as canonical JSON bytes."""
+
     def rewrite(current: bytes | None) -> bytes:
         target = {} if current is None else values.decode(current)
         data = values.encode(merge(target, patch))

@@ -23,6 +23,8 @@ MAX_CLAIM_WAIT_S = 30.0
 """``POST /v0/invocations/claim`` long-polls at most this long."""
 MAX_AGENTS = 100
 """A claim names at most this many agents."""
+MAX_KEY_NAME = 200
+"""A key's name (its label) is at most this many characters, however the key is made."""
 
 MAX_LIST_READ = 1000
 """``tail`` and ``items`` read at most this many items."""
@@ -42,11 +44,17 @@ def ttl_ms(ttl_seconds: object) -> int | None:
     """``ttl_seconds`` (a number > 0, or None) as whole milliseconds (at least 1)."""
     if ttl_seconds is None:
         return None
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or not (
-        0 < ttl_seconds <= MAX_TTL_S
-    ):
+    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or not (0 < ttl_seconds <= MAX_TTL_S):
         raise InvalidRequest(f"ttl_seconds must be a number above 0 and at most {MAX_TTL_S}, got {ttl_seconds!r:.40}")
     return max(1, math.ceil(ttl_seconds * 1000))
+
+
+def check_key_name(name: object) -> str | None:
+    """A key's name: absent (None), or a string of at most ``MAX_KEY_NAME`` characters."""
+    if name is not None and (not isinstance(name, str) or len(name) > MAX_KEY_NAME):
+        shown = f"{len(name):,} characters" if isinstance(name, str) else type(name).__name__
+        raise InvalidRequest(f"a key's name must be a string of at most {MAX_KEY_NAME} characters, got {shown}")
+    return name
 
 
 def check_tail(n: object) -> int:

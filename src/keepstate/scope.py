@@ -9,14 +9,15 @@ primitive calls, either straight on a store (``embedded.StoreOps``) or over HTTP
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from . import protocol, values
-from .errors import InvalidRequest, VersionConflict
-from .stores.records import SCOPE_KINDS, namespace
+from .errors import InvalidRequest, KeepstateError, VersionConflict
+from .stores.records import CONSOLE_SESSIONS, SCOPE_KINDS, namespace
 
 if TYPE_CHECKING:
     from .batch import AsyncBatch, Batch, Planned
@@ -152,11 +153,13 @@ class Scope:
         """Items ``start`` … ``start + limit - 1`` of a list, with its version and length."""
         return self._ops.items(key, *protocol.check_range(start, limit))
 
-    def trim(self, key: str, keep_last: int, if_version: int | None = None,
-             ttl_seconds: float | None = None) -> Appended:
+    def trim(
+        self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
+    ) -> Appended:
         """Drop the oldest items so that at most ``keep_last`` remain (a write)."""
-        return self._ops.trim(key, protocol.check_keep_last(keep_last), check_if_version(if_version),
-                              protocol.ttl_ms(ttl_seconds))
+        return self._ops.trim(
+            key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        )
 
     def pop(self, key: str, if_version: int | None = None) -> Any:
         """Remove and return the last item; None when the key is absent or the list empty."""
@@ -230,21 +233,22 @@ class AsyncScope:
     async def items(self, key: str, start: int = 0, limit: int = protocol.DEFAULT_PAGE) -> Items:
         return await self._ops.items(key, *protocol.check_range(start, limit))
 
-    async def trim(self, key: str, keep_last: int, if_version: int | None = None,
-                   ttl_seconds: float | None = None) -> Appended:
-        return await self._ops.trim(key, protocol.check_keep_last(keep_last), check_if_version(if_version),
-                                    protocol.ttl_ms(ttl_seconds))
+    async def trim(
+        self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
+    ) -> Appended:
+        return await self._ops.trim(
+            key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        )
 
     async def pop(self, key: str, if_version: int | None = None) -> Any:
         return await self._ops.pop(key, check_if_version(if_version))
 
-    async def incr(self, key: str, by: int = 1, if_version: int | None = None,
-                   ttl_seconds: float | None = None) -> int:
-        return await self._ops.incr(key, protocol.check_by(by), check_if_version(if_version),
-                                    protocol.ttl_ms(ttl_seconds))
+    async def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+        return await self._ops.incr(
+            key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        )
 
-    async def patch(self, key: str, patch: Any, if_version: int | None = None,
-                    ttl_seconds: float | None = None) -> Any:
+    async def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
         return await self._ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
 
     def batch(self) -> AsyncBatch:
@@ -267,9 +271,28 @@ def scope_namespace(kind: str, agent: str, id: str | None, env: str = "default")
     return namespace(env, kind, agent, values.check_key(id, f"{kind} id"))
 
 
+def check_namespace(ns: object) -> str:
+    """A stored namespace that a write could have made — a scope's (``scope_namespace``) or the
+    console's sign-ins (``CONSOLE_SESSIONS``) — for an import; InvalidRequest naming it otherwise."""
+    if ns == CONSOLE_SESSIONS:
+        return ns
+    parts = ns.split("/") if isinstance(ns, str) else []
+    if len(parts) == 4 and parts[1] in SCOPE_KINDS:
+        env, kind, agent, id = parts
+        with contextlib.suppress(KeepstateError):
+            if scope_namespace(kind, agent, id if kind != "agent" or id else None, env) == ns:
+                return ns
+    raise InvalidRequest(
+        f"namespace {ns!r:.120} is no scope's: expected ENV/run|session|user/AGENT/ID or ENV/agent/AGENT/"
+    )
+
+
+def check_version(version: object, what: str = "version", least: int = 1) -> int:
+    """A version (or an ``if_version``) from ``least`` to ``values.MAX_VERSION``; InvalidRequest otherwise."""
+    if isinstance(version, int) and not isinstance(version, bool) and least <= version <= values.MAX_VERSION:
+        return version
+    raise InvalidRequest(f"{what} must be an integer from {least} to {values.MAX_VERSION}, got {version!r:.40}")
+
+
 def check_if_version(if_version: object) -> int | None:
-    if if_version is None:
-        return None
-    if not isinstance(if_version, int) or isinstance(if_version, bool) or if_version < 0:
-        raise InvalidRequest("if_version must be a non-negative integer")
-    return if_version
+    return None if if_version is None else check_version(if_version, "if_version", least=0)

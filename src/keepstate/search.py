@@ -65,12 +65,7 @@ class Query:
 
 def parse_query(text: object) -> Query:
     """The ``Query`` of a search string; InvalidRequest, saying what is wrong, when it is malformed."""
-    if not isinstance(text, str):
-        raise InvalidRequest("query must be a string")
-    if len(text) > MAX_QUERY_CHARS:
-        raise InvalidRequest(f"query is {len(text)} characters, over the limit of {MAX_QUERY_CHARS}")
-    if "\x00" in text or not _encodable(text):
-        raise InvalidRequest("query holds U+0000 or a lone surrogate")
+    text = check_query_text(text)
     parts = text.split('"')
     if len(parts) % 2 == 0:
         raise InvalidRequest('query has an unclosed quote: write phrases as "two words"')
@@ -83,6 +78,18 @@ def parse_query(text: object) -> Query:
     if len(unique) > MAX_TERMS:
         raise InvalidRequest(f"query has {len(unique)} words and phrases, over the limit of {MAX_TERMS}")
     return Query(unique)
+
+
+def check_query_text(text: object) -> str:
+    """A query as text, whatever it searches by: a string of at most ``MAX_QUERY_CHARS`` characters,
+    without U+0000 or lone surrogates; InvalidRequest otherwise."""
+    if not isinstance(text, str):
+        raise InvalidRequest("query must be a string")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidRequest(f"query is {len(text)} characters, over the limit of {MAX_QUERY_CHARS}")
+    if "\x00" in text or not _encodable(text):
+        raise InvalidRequest("query holds U+0000 or a lone surrogate")
+    return text
 
 
 def _encodable(text: str) -> bool:

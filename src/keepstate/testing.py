@@ -59,9 +59,19 @@ class Recorder:
 
     def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:
         run = Run(
-            id=f"run-{uuid.uuid4().hex[:12]}", agent=agent, session_id=session_id, user=parent.user,
-            parent_id=parent.run_id, status="queued", input=input, output=None, error=None, hold=None,
-            decision=None, created_at=None, updated_at=None,
+            id=f"run-{uuid.uuid4().hex[:12]}",
+            agent=agent,
+            session_id=session_id,
+            user=parent.user,
+            parent_id=parent.run_id,
+            status="queued",
+            input=input,
+            output=None,
+            error=None,
+            hold=None,
+            decision=None,
+            created_at=None,
+            updated_at=None,
         )
         self.runs.append(run)
         return run
@@ -130,8 +140,9 @@ class AsyncOps:
 
 def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
     """The run, session, agent and user ops of ``claim``, as a server would scope them."""
+
     def ops(kind: str, id: str | None) -> ScopeOps:
-        return StoreOps(store.state, scope_namespace(kind, claim.agent, id))
+        return StoreOps(store, scope_namespace(kind, claim.agent, id))
 
     no_session, no_user = Refused(NoSession("this run has no session")), Refused(NoUser("this run has no end user"))
     session = cast(ScopeOps, no_session) if claim.session_id is None else ops("session", claim.session_id)
@@ -141,15 +152,30 @@ def _scope_ops(store: Store, claim: Claim) -> list[ScopeOps]:
 
 def _memory_ops(store: Store, claim: Claim) -> StoreMemoryOps:
     """The agent's memory as the claim's run sees it on a server: its end user's folder, environment default."""
-    return StoreMemoryOps(store.database.sync_documents, View(space_of("default", claim.agent), claim.user))
+    return StoreMemoryOps(store.documents, View(space_of("default", claim.agent), claim.user), store.embedder)
 
 
-def _claim(agent: str, input: Any, session_id: str | None, user: str | None, run_id: str | None,
-           decision: Any, parent_id: str | None) -> Claim:
+def _claim(
+    agent: str,
+    input: Any,
+    session_id: str | None,
+    user: str | None,
+    run_id: str | None,
+    decision: Any,
+    parent_id: str | None,
+) -> Claim:
     return Claim(
-        id=f"inv-{uuid.uuid4().hex[:12]}", run_id=run_id or f"run-{uuid.uuid4().hex[:12]}", agent=agent,
-        kind="start" if decision is None else "resume", input=input, decision=decision, session_id=session_id,
-        user=user, parent_id=parent_id, token="", lease_seconds=30.0,
+        id=f"inv-{uuid.uuid4().hex[:12]}",
+        run_id=run_id or f"run-{uuid.uuid4().hex[:12]}",
+        agent=agent,
+        kind="start" if decision is None else "resume",
+        input=input,
+        decision=decision,
+        session_id=session_id,
+        user=user,
+        parent_id=parent_id,
+        token="",
+        lease_seconds=30.0,
     )
 
 
@@ -160,9 +186,17 @@ def _open(store: Store | str | None) -> tuple[Store, bool]:
 
 
 def run_agent(
-    fn: Callable[..., Any], input: Any = None, session_id: str | None = None, user: str | None = None,
-    store: Store | str | None = None, agent: str = "agent", *, run_id: str | None = None, decision: Any = None,
-    parent_id: str | None = None, children: Recorder | None = None,
+    fn: Callable[..., Any],
+    input: Any = None,
+    session_id: str | None = None,
+    user: str | None = None,
+    store: Store | str | None = None,
+    agent: str = "agent",
+    *,
+    run_id: str | None = None,
+    decision: Any = None,
+    parent_id: str | None = None,
+    children: Recorder | None = None,
 ) -> Any:
     """Run agent ``fn`` once on ``input`` and return its output, or a ``Held`` when it held.
 
@@ -173,15 +207,28 @@ def run_agent(
     one, ``await arun_agent(...)``.
     """
     if inspect.iscoroutinefunction(fn):
-        return asyncio.run(arun_agent(fn, input, session_id, user, store, agent, run_id=run_id, decision=decision,
-                                      parent_id=parent_id, children=children))
+        return asyncio.run(
+            arun_agent(
+                fn,
+                input,
+                session_id,
+                user,
+                store,
+                agent,
+                run_id=run_id,
+                decision=decision,
+                parent_id=parent_id,
+                children=children,
+            )
+        )
     claim = _claim(agent, input, session_id, user, run_id, decision, parent_id)
     recorder = children if children is not None else Recorder()
     opened, owned = _open(store)
     try:
         state = State(*(Scope(ops) for ops in _scope_ops(opened, claim)))
-        inv = Invocation(claim, state, lambda a, i, s: recorder.start(claim, a, i, s),
-                         Memory(_memory_ops(opened, claim)))
+        inv = Invocation(
+            claim, state, lambda a, i, s: recorder.start(claim, a, i, s), Memory(_memory_ops(opened, claim))
+        )
         try:
             return fn(inv)
         except HoldRequested as hold:
@@ -192,9 +239,17 @@ def run_agent(
 
 
 async def arun_agent(
-    fn: Callable[..., Awaitable[Any]], input: Any = None, session_id: str | None = None, user: str | None = None,
-    store: Store | str | None = None, agent: str = "agent", *, run_id: str | None = None, decision: Any = None,
-    parent_id: str | None = None, children: Recorder | None = None,
+    fn: Callable[..., Awaitable[Any]],
+    input: Any = None,
+    session_id: str | None = None,
+    user: str | None = None,
+    store: Store | str | None = None,
+    agent: str = "agent",
+    *,
+    run_id: str | None = None,
+    decision: Any = None,
+    parent_id: str | None = None,
+    children: Recorder | None = None,
 ) -> Any:
     """``run_agent`` for an ``async def`` agent, from async code: the same arguments and answers."""
     claim = _claim(agent, input, session_id, user, run_id, decision, parent_id)

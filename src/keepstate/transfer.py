@@ -3,8 +3,11 @@
 A dump is a header line, then the platform's rows table by table (environments, keys as hashes,
 sessions, runs, invocations), then every state key with its version (tombstones too, so versions
 keep never repeating after an import), then every memory document (space, path, version, text,
-metadata, last write; deleted ones as tombstones, for the same reason), then an end line with the
-number of records. Values and metadata travel as their stored canonical JSON, embedded without
+metadata, last write; deleted ones as tombstones, for the same reason), then every session-store
+record (session state and retained tokens: space, id, version, expiry, bytes as base64; expired ones
+too, until the purge takes them), then an end line with the number of records. Leases are not moved:
+a lease of the old store means nothing in the new one, and a new lease row's fence starts above any
+token the old store gave. Values and metadata travel as their stored canonical JSON, embedded without
 re-encoding. Import keeps rows the target already has (``ON CONFLICT DO NOTHING``) and writes state
 keys and documents exactly as exported, versions included; the target's search index takes each
 document in as it is written.
@@ -12,14 +15,19 @@ document in as it is written.
 Import reads and checks the whole dump before it opens the target, spooling it (in memory, then
 on disk) for the second pass that writes: an empty input, a line that is not a record, or a dump
 cut short (no end line: an interrupted export) is refused with its line number, and nothing is
-written. Format versions 1 (before the end line) and 2 (before documents) are still read.
+written. Format versions 1 (before the end line), 2 (before documents), 3 (before session-store
+records) and 4 (before a session's ``parent``, the session it was forked from) are still read; a
+keepstate reading only those refuses a version 5 dump by its header, before writing anything.
 
-Redis holds state only (no platform, no memory), so its dumps and imports carry state lines alone.
+Redis holds state and session stores only (no platform, no memory), so its dumps and imports carry
+those lines alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -30,14 +38,16 @@ import orjson
 from . import values
 from .errors import KeepstateError
 from .platform.memory import View, check_metadata, check_text, document_path, space_of
+from .scope import check_namespace, check_version
 from .stores import capabilities_of, dump, open_database
-from .stores.base import Database, DocumentsFacet, PlatformFacet, StateFacet
+from .stores.base import LEASE_SPACES, Database, DocumentsFacet, LeaseFacet, PlatformFacet, StateFacet, redact
 from .stores.documents import DocumentRecord
-from .stores.records import StateRecord
+from .stores.records import Blob, BlobRecord, StateRecord
 
-FORMAT, VERSION = "keepstate-export", 3
-READABLE = (1, 2, 3)
-"""Format versions import reads: 1 has no end line, 2 no documents."""
+FORMAT, VERSION = "keepstate-export", 5
+READABLE = (1, 2, 3, 4, 5)
+"""Format versions import reads: 1 has no end line, 2 no documents, 3 no session-store records, 4 no
+session ``parent`` (its sessions import with none)."""
 SPOOL_BYTES = 16 * 1024 * 1024
 BATCH_ROWS = 500
 YIELD_EVERY = 1000
@@ -56,20 +66,23 @@ class Opened:
     state: StateFacet
     platform: PlatformFacet | None
     documents: DocumentsFacet | None
+    leases: dict[str, LeaseFacet]
 
 
 async def _open(url: str) -> Opened:
     if not capabilities_of(url).shared:
-        raise ValueError("memory:// lives and dies with one process: export and import need a persistent store")
+        raise ValueError(f"{redact(url)} lives and dies with one process: export and import need a persistent store")
     database = open_database(url)
     try:
         state = await database.state()
         repo = await database.platform() if database.capabilities.platform else None
         documents = await database.documents() if database.capabilities.documents else None
+        spaces = LEASE_SPACES if database.capabilities.leases else ()
+        leases = {space: await database.leases(space) for space in spaces}
     except BaseException:
         await database.aclose()
         raise
-    return Opened(database, state, repo, documents)
+    return Opened(database, state, repo, documents, leases)
 
 
 async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[bytes]:
@@ -89,6 +102,10 @@ async def export_lines(url: str, tick: Tick | None = None) -> AsyncIterator[byte
             async for document in store.documents.records():
                 yield _document_line(document)
                 records = await _counted(records, tick, "document")
+        for space, leases in store.leases.items():
+            async for blob in leases.records():
+                yield _session_line(space, blob)
+                records = await _counted(records, tick, "session")
         yield orjson.dumps({"type": FORMAT, "end": True, "records": records})
     finally:
         await store.database.aclose()
@@ -115,9 +132,11 @@ async def load_dump(url: str, checked: CheckedDump, tick: Tick | None = None) ->
     """Write a checked dump into the store at ``url``; return how many records of each kind it held."""
     store = await _open(url)
     try:
-        if store.platform is None and set(checked.counts) - {"state"}:
-            raise ValueError("this store holds state only (redis://): the dump's platform rows and memory "
-                             "documents have nowhere to go")
+        if store.platform is None and set(checked.counts) - {"state", "session"}:
+            raise ValueError(
+                f"{redact(url)} holds state and session stores only: the dump's platform rows and memory "
+                "documents have nowhere to go"
+            )
         await _load_all(store, checked.records(), tick)
     finally:
         await store.database.aclose()
@@ -182,7 +201,7 @@ class CheckedDump:
             return None
         if self._ended:
             raise BadDump(f"line {number} comes after the dump's end line")
-        if record.get("type") not in (FORMAT, "row", "state", "document"):
+        if record.get("type") not in (FORMAT, "row", "state", "document", "session"):
             raise BadDump(f"line {number}: unknown record type {record.get('type')!r}")
         if record["type"] == FORMAT:
             self._end(record, number)
@@ -192,16 +211,19 @@ class CheckedDump:
 
     def _end(self, record: dict[str, Any], number: int) -> None:
         if record.get("end") is not True or record.get("records") != self._records:
-            raise BadDump(f"line {number}: an end line for {record.get('records')!r} records, "
-                             f"after {self._records}: the dump is damaged")
+            raise BadDump(
+                f"line {number}: an end line for {record.get('records')!r} records, "
+                f"after {self._records}: the dump is damaged"
+            )
         self._ended = True
 
     def _finish(self, lines: int) -> None:
         if self._version is None:
             raise BadDump("the input is empty: expected a dump written by keepstate export")
         if self._version >= 2 and not self._ended:
-            raise BadDump(f"the dump stops at line {lines} without its end line: it is incomplete "
-                             "(was the export interrupted?)")
+            raise BadDump(
+                f"the dump stops at line {lines} without its end line: it is incomplete (was the export interrupted?)"
+            )
 
 
 def _parse(line: bytes, number: int) -> dict[str, Any]:
@@ -234,6 +256,9 @@ def _check_record(record: dict[str, Any], number: int) -> str:
         if record["type"] == "document":
             _document_record(record)
             return "document"
+        if record["type"] == "session":
+            _session_record(record)
+            return "session"
         row, table = record["row"], record["table"]
         dump.check_table(table, [])
         if not isinstance(row, dict) or not row:
@@ -242,7 +267,14 @@ def _check_record(record: dict[str, Any], number: int) -> str:
         dump.decode_row(row)
         return str(table)
     except (KeyError, TypeError, ValueError, KeepstateError) as error:
-        raise BadDump(f"line {number}: a bad {record['type']} record: {_reason(error)}") from None
+        raise BadDump(f"line {number}: a bad {record['type']} record{_named(record)}: {_reason(error)}") from None
+
+
+def _named(record: dict[str, Any]) -> str:
+    """Which record it is, as far as the line says: `` (ns …, key …)`` or `` (space …, path …)``."""
+    fields = ("ns", "key") if record["type"] == "state" else ("space", "path") if record["type"] == "document" else ()
+    named = [f"{field} {str(record[field])[:80]!r}" for field in fields if field in record]
+    return f" ({', '.join(named)})" if named else ""
 
 
 def _reason(error: Exception) -> str:
@@ -259,6 +291,13 @@ async def _load_all(store: Opened, records: Iterator[tuple[int, dict[str, Any]]]
             await rows.flush()
             await store.state.restore(_state_record(record))
             _tick(tick, "state")
+        elif record["type"] == "session":
+            await rows.flush()
+            space, blob = _session_record(record)
+            if space not in store.leases:
+                store.database.capabilities.require("leases", store.database.url)
+            await store.leases[space].restore(blob)
+            _tick(tick, "session")
         elif record["type"] == "document":
             await rows.flush()
             if store.documents is None:
@@ -300,33 +339,55 @@ class _Rows:
             raise
         except Exception as error:  # a driver's refusal of the rows: the repositories do not translate it
             last = self._first + len(rows) - 1
-            raise BadDump(f"import stopped: lines {self._first}-{last} ({self._table}) were refused by the store: "
-                          f"{error}; the records before them are imported") from error
+            raise BadDump(
+                f"import stopped: lines {self._first}-{last} ({self._table}) were refused by the store: "
+                f"{error}; the records before them are imported"
+            ) from error
 
 
 def _state_line(record: StateRecord) -> bytes:
     value = None if record.data is None else orjson.Fragment(record.data)
     return orjson.dumps(
-        {"type": "state", "ns": record.ns, "key": record.key, "version": record.version,
-         "deleted": record.data is None, "value": value}
+        {
+            "type": "state",
+            "ns": record.ns,
+            "key": record.key,
+            "version": record.version,
+            "deleted": record.data is None,
+            "value": value,
+        }
     )
 
 
 def _state_record(record: dict[str, Any]) -> StateRecord:
+    """A dump's state line, checked by the rules of a write (a scope's namespace, a key of the key
+    charset, a version a store can hold, a value within the value rules), so an import never writes
+    what a write could not."""
     ns, key, version, deleted = record["ns"], record["key"], record["version"], record["deleted"]
-    if not (isinstance(ns, str) and isinstance(key, str) and isinstance(deleted, bool)):
-        raise TypeError("ns and key are strings, deleted is true or false")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"version {version!r} is not a positive integer")
+    if not isinstance(deleted, bool):
+        raise TypeError("deleted is true or false")
+    check_namespace(ns)
+    values.check_key(key)
+    check_version(version)
     data = None if deleted else values.encode(record["value"])
+    if data is not None:
+        values.check_size(len(data))
     return StateRecord(ns, key, version, data)
 
 
 def _document_line(record: DocumentRecord) -> bytes:
     metadata = None if record.deleted else orjson.Fragment(record.metadata)
     return orjson.dumps(
-        {"type": "document", "space": record.space, "path": record.path, "version": record.version,
-         "deleted": record.deleted, "text": record.text, "metadata": metadata, "updated_at": record.updated_at}
+        {
+            "type": "document",
+            "space": record.space,
+            "path": record.path,
+            "version": record.version,
+            "deleted": record.deleted,
+            "text": record.text,
+            "metadata": metadata,
+            "updated_at": record.updated_at,
+        }
     )
 
 
@@ -342,16 +403,57 @@ def _document_record(record: dict[str, Any]) -> DocumentRecord:
         raise ValueError(f"space {space[:80]!r} is not env/agent")
     if document_path(View(space, every_folder=True), path) != path:
         raise ValueError(f"path {path[:80]!r} is not a stored path")
-    if not _is_count(version, 1) or not _is_count(updated_at, 0):
-        raise ValueError(f"version {version!r} and updated_at {updated_at!r} are integers, from 1 and from 0")
+    check_version(version)
+    if not _is_count(updated_at):
+        raise ValueError(f"updated_at {updated_at!r} is a time in milliseconds, an integer from 0")
     if deleted:
         return DocumentRecord(space, path, version, None, b"{}", updated_at)
-    return DocumentRecord(space, path, version, check_text(record["text"]), check_metadata(record["metadata"]),
-                          updated_at)
+    return DocumentRecord(
+        space, path, version, check_text(record["text"]), check_metadata(record["metadata"]), updated_at
+    )
 
 
-def _is_count(number: object, least: int) -> bool:
-    return isinstance(number, int) and not isinstance(number, bool) and number >= least
+def _session_line(space: str, record: BlobRecord) -> bytes:
+    blob = record.blob
+    return orjson.dumps(
+        {
+            "type": "session",
+            "space": space,
+            "id": record.id,
+            "version": blob.version,
+            "expires_at": blob.expires_at,
+            "pinned": blob.pinned,
+            "data": base64.b64encode(blob.data).decode("ascii"),
+        }
+    )
+
+
+def _session_record(record: dict[str, Any]) -> tuple[str, BlobRecord]:
+    """A dump's session-store line, checked: a space of the store's leases, an id an embedded store
+    (a key) or a server (``env/space/id``, its state a JSON object up to 1 MiB) could have written."""
+    space, id, version, expires_at, pinned = (
+        record[name] for name in ("space", "id", "version", "expires_at", "pinned")
+    )
+    if space not in LEASE_SPACES or not isinstance(id, str) or not isinstance(pinned, bool):
+        raise ValueError(f"space is one of {LEASE_SPACES}, id a string and pinned true or false")
+    parts = id.split("/")
+    if len(parts) not in (1, 3) or not all(values.is_key(part) for part in parts):
+        raise ValueError(f"id {id[:80]!r} is neither a key nor env/space/id")
+    if not _is_count(version, 1) or not (expires_at is None or _is_count(expires_at, 0)):
+        raise ValueError(f"version {version!r} and expires_at {expires_at!r} are integers, from 1 and from 0")
+    try:
+        data = base64.b64decode(record["data"], validate=True)
+    except (binascii.Error, TypeError) as error:
+        raise ValueError(f"data is not base64: {error}") from None
+    if len(parts) == 3:
+        if not isinstance(values.parse(data), dict):
+            raise ValueError("a served session's state is a JSON object")
+        values.check_size(len(data), "state")
+    return space, BlobRecord(id, Blob(data, expires_at, pinned, version))
+
+
+def _is_count(number: object, least: int = 0) -> bool:
+    return isinstance(number, int) and not isinstance(number, bool) and least <= number <= values.INT64_MAX
 
 
 async def _counted(records: int, tick: Tick | None, kind: str) -> int:

@@ -42,9 +42,15 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_DEPTH = 128
 """Deepest nesting of arrays and objects accepted (the top-level value is depth 1)."""
 MAX_KEY_LENGTH = 200
+MAX_VERSION = 2**53 - 1
+"""The highest version a key or a document may hold: what every store (Redis's scripts count in
+doubles) and every SDK (a JavaScript number) keep exact, and about 9.2e18 writes short of what a
+signed 64-bit column holds. Writes add one each, so only an import could come near it: an import
+and an ``if_version`` take nothing above it."""
 
 _KEY = re.compile(r"[A-Za-z0-9._:\-]{1,200}")
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+INT64_MAX = _INT_MAX
 
 
 def check_key(key: object, what: str = "key") -> str:

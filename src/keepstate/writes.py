@@ -57,10 +57,15 @@ def scoped_conflicts(error: VersionConflict) -> VersionConflict:
     conflicts = getattr(error, "conflicts", None)
     if conflicts is None:
         return error
-    told = [{"index": c["index"], "scope": scope_of(c["ns"]), "key": c["key"],
-             "current_version": c["current_version"]} for c in conflicts]
-    return VersionConflict(f"{len(told)} write(s) of the batch found another version; nothing was written",
-                           current_version=told[0]["current_version"], conflicts=told)
+    told = [
+        {"index": c["index"], "scope": scope_of(c["ns"]), "key": c["key"], "current_version": c["current_version"]}
+        for c in conflicts
+    ]
+    return VersionConflict(
+        f"{len(told)} write(s) of the batch found another version; nothing was written",
+        current_version=told[0]["current_version"],
+        conflicts=told,
+    )
 
 
 def check_batch_size(ops: Sequence[object]) -> None:

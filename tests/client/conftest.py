@@ -49,5 +49,5 @@ def background() -> Iterator[Callable[[Worker], Any]]:
     for worker, _ in started:
         worker.stop()
     for _, thread in started:
-        thread.join(15)
+        thread.join(60)
         assert not thread.is_alive(), "a worker did not stop"

@@ -10,8 +10,12 @@ from serverproc import ServerInfo
 
 
 def make_key(server: ServerInfo, role: str) -> str:
-    answer = httpx.post(f"{server.url}/v0/keys", json={"role": role},
-                        headers={"authorization": f"Bearer {server.admin_key}"}, timeout=10)
+    answer = httpx.post(
+        f"{server.url}/v0/keys",
+        json={"role": role},
+        headers={"authorization": f"Bearer {server.admin_key}"},
+        timeout=60,
+    )
     assert answer.status_code == 201, answer.text
     secret: str = answer.json()["key"]
     return secret

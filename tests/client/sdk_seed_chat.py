@@ -4,13 +4,15 @@ Not a test module itself: ``test_sdk_seed_example`` imports it, and ``keepstate 
 sdk_seed_chat:worker`` runs it in a subprocess. The URL and key here are overridden by the test
 (``worker.configure``) or by the command's flags.
 """
+
 # ruff: noqa
 # mypy: disable-error-code="no-untyped-def"
 import keepstate
 
 WORKER_KEY = None
 
-worker = keepstate.Worker("http://127.0.0.1:8420", key=WORKER_KEY)   # AsyncWorker for async agents
+worker = keepstate.Worker("http://127.0.0.1:8420", key=WORKER_KEY)  # AsyncWorker for async agents
+
 
 @worker.agent("chat")
 def chat(inv: keepstate.Invocation):

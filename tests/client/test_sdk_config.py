@@ -15,8 +15,16 @@ from keepstate.client import AsyncClient, AsyncWorker, Client, Worker
 from keepstate.client.records import Run
 from serverproc import ServerInfo
 
-BAD = ["htp://127.0.0.1:8420", "127.0.0.1:8420", "localhost:8420", "http://", "http://h:99999", "http://h:port",
-       "ftp://h", "http://h:8420/?x=1"]
+BAD = [
+    "htp://127.0.0.1:8420",
+    "127.0.0.1:8420",
+    "localhost:8420",
+    "http://",
+    "http://h:99999",
+    "http://h:port",
+    "ftp://h",
+    "http://h:8420/?x=1",
+]
 GOOD = ["http://127.0.0.1:8420", "https://keepstate.example", "http://[::1]:8420", "http://h:8420/behind/a/proxy"]
 FACES: list[Any] = [Client, AsyncClient, Worker, AsyncWorker]
 

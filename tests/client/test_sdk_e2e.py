@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +16,58 @@ from sdk_helpers import Keys, make_key
 
 import keepstate
 from keepstate.client import AsyncClient, AsyncInvocation, AsyncWorker, Client, Invocation, Worker
-from serverproc import ServerInfo
+from keepstate.client._worker_core import heartbeat_answered
+from keepstate.client.records import Claim, Heartbeat
+from serverproc import ServerInfo, running_server
+
+HANG_S = 60
+"""Bounds a wait for something that must happen, so a broken promise fails instead of hanging."""
+LONG_LEASE_S = 3600
+"""The server's invocation lease: no stall of a loaded machine outlives it, so no run here is lost
+between heartbeats (a 3 s one was, when a beat came more than 3 s after the last)."""
+BEAT_S = 0.1
+"""How often the heartbeat tests' workers beat, whatever the lease: a cancel or an extension is seen soon."""
+
+
+@pytest.fixture(scope="module")
+def sdk_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sdk-e2e") / "server.db"
+
+
+@pytest.fixture(scope="module")
+def sdk_server(sdk_store: Path) -> Iterator[ServerInfo]:
+    """This module's server (in place of conftest's, whose lease is 3 s): SQLite, an hour's lease."""
+    with running_server(f"sqlite:///{sdk_store}", lease=LONG_LEASE_S) as info:
+        yield info
 
 
 def new_worker(server: ServerInfo, keys: Keys, **options: Any) -> Worker:
     return Worker(server.url, key=keys.worker, claim_wait=1, **options)
+
+
+def beat_often(worker: Worker, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Make ``worker`` beat every BEAT_S (its claims and the beats' answers say so); the times answered."""
+    answered: list[float] = []
+    execute = worker._execute
+
+    def beat(inv: Any, answer: Heartbeat) -> float:
+        heartbeat_answered(inv, answer)  # mirrors cancel_requested
+        answered.append(time.monotonic())
+        return BEAT_S
+
+    def executed(claim: Claim) -> None:
+        execute(replace(claim, lease_seconds=3 * BEAT_S))  # the first beat's wait is a third of it
+
+    worker._execute = executed  # type: ignore[method-assign]
+    monkeypatch.setattr("keepstate.client.worker.heartbeat_answered", beat)
+    return answered
+
+
+def lease_until(store: Path, invocation_id: str) -> int:
+    """The invocation's lease end as the server stored it."""
+    with sqlite3.connect(store, timeout=HANG_S) as conn:
+        (until,) = conn.execute("SELECT lease_until FROM ks_invocations WHERE id = ?", (invocation_id,)).fetchone()
+    return int(until)
 
 
 def test_sessions_crud_and_ownership(sdk_server: ServerInfo, keys: Keys) -> None:
@@ -60,11 +111,11 @@ def test_session_busy_and_wait_timeout(sdk_server: ServerInfo, keys: Keys, agent
         run = client.runs.start(agent_name, {"n": 1}, session_id=session.id)
         with pytest.raises(keepstate.SessionBusy):
             client.runs.start(agent_name, {"n": 2}, session_id=session.id)
-        started = time.monotonic()
-        still = client.runs.wait(run.id, timeout=1)
-        assert still.status == "queued"
-        assert 0.8 < time.monotonic() - started < 5
-        assert client.runs.cancel(run.id).status == "cancelled"
+        assert client.runs.wait(run.id, timeout=0.2).status == "queued"  # nobody serves it: the wait ends queued
+        with ThreadPoolExecutor(1) as pool:  # a wait without end returns when the run ends
+            waiting = pool.submit(client.runs.wait, run.id, timeout=HANG_S)
+            assert client.runs.cancel(run.id).status == "cancelled"
+            assert waiting.result(HANG_S).status == "cancelled"
         assert [r.id for r in client.runs.list(session_id=session.id)] == [run.id]
 
 
@@ -90,13 +141,13 @@ def test_hold_decide_resume_with_run_state(
 
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
-        run = client.runs.wait(client.runs.start(agent_name, {"x": 1}).id, timeout=30)
+        run = client.runs.wait(client.runs.start(agent_name, {"x": 1}).id, timeout=HANG_S)
         assert run.status == "held"
         assert run.hold == {"question": "pay 12.50?"}
         with pytest.raises(keepstate.NotHeld):
             client.runs.decide(client.runs.start(agent_name).id, approved=True)
         assert client.runs.decide(run.id, approved=True, data={"note": "ok"}).status in ("queued", "running", "done")
-        done = client.runs.wait(run.id, timeout=30)
+        done = client.runs.wait(run.id, timeout=HANG_S)
         assert done.status == "done", done
         assert done.output["paid"] is True
         assert done.output["draft"] == {"amount": "12.50"}
@@ -124,16 +175,16 @@ def test_failure_child_runs_and_user_scope(
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
         session = client.sessions.create(user="cust-9")
-        failed = client.runs.wait(client.runs.start(agent_name, "boom", session_id=session.id).id, timeout=30)
+        failed = client.runs.wait(client.runs.start(agent_name, "boom", session_id=session.id).id, timeout=HANG_S)
         assert failed.status == "failed"
         assert failed.error["type"] == "ValueError"
         assert failed.error["message"] == "bad input"
-        done = client.runs.wait(client.runs.start(agent_name, "go", session_id=session.id).id, timeout=30)
+        done = client.runs.wait(client.runs.start(agent_name, "go", session_id=session.id).id, timeout=HANG_S)
         assert done.status == "done", done
         assert done.output["child_parent"] == done.id
         assert done.output["child_user"] == "cust-9"
         assert done.output["turns"] == 1
-        child_run = client.runs.wait(done.output["child"], timeout=30)
+        child_run = client.runs.wait(done.output["child"], timeout=HANG_S)
         assert child_run.output == {"parent": done.id, "user": "cust-9"}
 
 
@@ -176,7 +227,7 @@ def test_state_scopes_over_http(
 
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
-        run = client.runs.wait(client.runs.start(agent_name, {}).id, timeout=30)
+        run = client.runs.wait(client.runs.start(agent_name, {}).id, timeout=HANG_S)
     assert run.status == "done", run
     out = run.output
     assert out["absent"] == [None, 0]
@@ -205,52 +256,72 @@ def test_run_token_dies_with_the_invocation(
 
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
-        assert client.runs.wait(client.runs.start(agent_name).id, timeout=30).status == "done"
+        assert client.runs.wait(client.runs.start(agent_name).id, timeout=HANG_S).status == "done"
     with pytest.raises(keepstate.Unauthorized):
         kept[0].state.run.get("anything")
 
 
 def test_heartbeats_keep_a_long_invocation_alive(
-    sdk_server: ServerInfo, keys: Keys, agent_name: str, background: Callable[[Worker], Any]
+    sdk_server: ServerInfo,
+    sdk_store: Path,
+    keys: Keys,
+    agent_name: str,
+    background: Callable[[Worker], Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    worker = new_worker(sdk_server, keys)
+    """The agent runs until heartbeats were answered, which moved its lease's end on as the server
+    stored it (an hour's lease: waiting past a short one's first end raced a loaded machine, a beat
+    late by more than the lease lost it); then its state write and result are accepted."""
+    worker, outlived = new_worker(sdk_server, keys), list[bool]()
+    beats = beat_often(worker, monkeypatch)
 
     @worker.agent(agent_name)
     def slow(inv: Invocation) -> str:
-        time.sleep(4.5)  # longer than the server's 3 s lease: only heartbeats keep it
+        granted, answered = lease_until(sdk_store, inv.id), len(beats)
+        give_up = time.monotonic() + HANG_S
+        while len(beats) < answered + 2 and time.monotonic() < give_up:
+            time.sleep(0.05)  # waits for what it can see: beats answered since the grant was read
+        outlived.append(len(beats) >= answered + 2 and lease_until(sdk_store, inv.id) > granted)
         inv.state.run.put("still", True)
         return "survived"
 
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
-        run = client.runs.wait(client.runs.start(agent_name).id, timeout=30)
-    assert (run.status, run.output) == ("done", "survived")
+        run = client.runs.wait(client.runs.start(agent_name).id, timeout=HANG_S)
+    assert (run.status, run.output) == ("done", "survived"), run
+    assert outlived == [True]
 
 
 def test_cancel_is_seen_by_a_running_agent(
-    sdk_server: ServerInfo, keys: Keys, agent_name: str, background: Callable[[Worker], Any]
+    sdk_server: ServerInfo,
+    keys: Keys,
+    agent_name: str,
+    background: Callable[[Worker], Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     worker = new_worker(sdk_server, keys)
-    seen: list[float] = []
+    beat_often(worker, monkeypatch)  # the hour's lease would make the first beat 20 minutes away
+    seen: list[bool] = []
 
     @worker.agent(agent_name)
     def patient(inv: Invocation) -> str:
-        started = time.monotonic()
-        while not inv.cancel_requested and time.monotonic() < started + 10:
+        give_up = time.monotonic() + HANG_S  # bounds a hang: a cancel never mirrored fails below
+        while not inv.cancel_requested and time.monotonic() < give_up:
             time.sleep(0.05)
-        seen.append(time.monotonic() - started if inv.cancel_requested else -1)
+        seen.append(inv.cancel_requested)
         return "stopped early"
 
     background(worker)
     with Client(sdk_server.url, key=keys.member) as client:
         run = client.runs.start(agent_name)
+        give_up = time.monotonic() + HANG_S
         while client.runs.get(run.id).status == "queued":
+            assert time.monotonic() < give_up, "the run was never claimed"
             time.sleep(0.05)
         assert client.runs.cancel(run.id).status == "running"  # running: only requested
-        final = client.runs.wait(run.id, timeout=30)
+        final = client.runs.wait(run.id, timeout=HANG_S)
     assert final.status in ("done", "cancelled"), final
-    assert len(seen) == 1
-    assert 0 <= seen[0] < 5  # seen on a heartbeat (every lease/3 = 1 s), long before the 10 s give-up
+    assert seen == [True]  # a heartbeat's answer brought the request to the running agent
 
 
 async def test_async_client_and_async_worker(sdk_server: ServerInfo, keys: Keys, agent_name: str) -> None:
@@ -270,11 +341,11 @@ async def test_async_client_and_async_worker(sdk_server: ServerInfo, keys: Keys,
             outputs = []
             for message in ("a", "b"):
                 run = await client.runs.start(agent_name, message, session_id=session.id)
-                outputs.append((await client.runs.wait(run.id, timeout=30)).output)
+                outputs.append((await client.runs.wait(run.id, timeout=HANG_S)).output)
             listed = [r.id async for r in client.runs.list(session_id=session.id)]
     finally:
         worker.stop()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, HANG_S)
     assert outputs == [{"length": 1, "visits": 1, "keys": ["history"]}, {"length": 2, "visits": 2, "keys": ["history"]}]
     assert len(listed) == 2
     assert task.result() == 2

@@ -22,9 +22,19 @@ from keepstate.client.invocation import http_state
 Handler = Callable[[httpx.Request], httpx.Response]
 
 RUN = {
-    "id": "r1", "agent": "chat", "session_id": "s1", "user": None, "parent_id": None, "status": "queued",
-    "input": {"m": 1}, "output": None, "error": None, "hold": None, "decision": None,
-    "created_at": 1, "updated_at": 1,
+    "id": "r1",
+    "agent": "chat",
+    "session_id": "s1",
+    "user": None,
+    "parent_id": None,
+    "status": "queued",
+    "input": {"m": 1},
+    "output": None,
+    "error": None,
+    "hold": None,
+    "decision": None,
+    "created_at": 1,
+    "updated_at": 1,
 }
 
 
@@ -237,7 +247,9 @@ def test_wait_caps_each_poll_at_60_seconds() -> None:
 def test_keys_and_decision_shapes() -> None:
     key = {"id": "k1", "key": "secret", "role": "worker", "name": "w"}
     client, rec = client_with(
-        httpx.Response(201, json=key), httpx.Response(204), httpx.Response(200, json={**RUN, "status": "queued"}),
+        httpx.Response(201, json=key),
+        httpx.Response(204),
+        httpx.Response(200, json={**RUN, "status": "queued"}),
         httpx.Response(200, json={**RUN, "status": "cancelled"}),
     )
     created = client.keys.create("worker", name="w")
@@ -252,8 +264,11 @@ def test_keys_and_decision_shapes() -> None:
 
 
 async def test_async_client_same_requests() -> None:
-    rec = Recorder(httpx.Response(201, json={"id": "s1", "owner": "k", "user": "u", "metadata": {}, "created_at": 5}),
-                   httpx.Response(503, headers={"retry-after": "0"}), httpx.Response(200, json=RUN))
+    rec = Recorder(
+        httpx.Response(201, json={"id": "s1", "owner": "k", "user": "u", "metadata": {}, "created_at": 5}),
+        httpx.Response(503, headers={"retry-after": "0"}),
+        httpx.Response(200, json=RUN),
+    )
     async with AsyncClient("http://ks.test", key="k", transport=httpx.MockTransport(rec)) as client:
         session = await client.sessions.create(user="u", metadata={})
         assert (session.id, session.user, session.created_at) == ("s1", "u", 5)

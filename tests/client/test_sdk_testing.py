@@ -24,7 +24,9 @@ def approve(inv: Invocation) -> Any:
 def test_chat_keeps_history_per_session_and_visits_per_agent() -> None:
     store = keepstate.open("memory://")
     assert run_agent(chat, {"message": "hi"}, session_id="s1", store=store, agent="chat") == {
-        "reply": "turn 1: you said 'hi'", "visits": 1}
+        "reply": "turn 1: you said 'hi'",
+        "visits": 1,
+    }
     second = run_agent(chat, {"message": "again"}, session_id="s1", store=store, agent="chat")
     assert second == {"reply": "turn 2: you said 'again'", "visits": 2}
     other = run_agent(chat, {"message": "yo"}, session_id="s2", store=store, agent="chat")

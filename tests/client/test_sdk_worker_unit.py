@@ -13,6 +13,9 @@ import pytest
 import keepstate
 from keepstate.client import AsyncInvocation, AsyncWorker, Invocation, Worker
 
+HANG_S = 60
+"""Bounds a wait for something that must happen, so a broken worker fails instead of hanging."""
+
 
 class FakeServer:
     """Hands out queued claims, then 204; records what each invocation reported."""
@@ -29,8 +32,19 @@ class FakeServer:
 
     @staticmethod
     def claim(n: int, **fields: Any) -> dict[str, Any]:
-        base = {"id": f"i{n}", "run_id": f"r{n}", "agent": "echo", "kind": "start", "input": n, "decision": None,
-                "session_id": None, "user": None, "parent_id": None, "token": f"t{n}", "lease_seconds": 30}
+        base = {
+            "id": f"i{n}",
+            "run_id": f"r{n}",
+            "agent": "echo",
+            "kind": "start",
+            "input": n,
+            "decision": None,
+            "session_id": None,
+            "user": None,
+            "parent_id": None,
+            "token": f"t{n}",
+            "lease_seconds": 30,
+        }
         return {**base, **fields}
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -102,7 +116,7 @@ def test_heartbeats_run_in_the_background_and_carry_cancel() -> None:
 
     @worker.agent("echo")
     def slow(inv: Invocation) -> str:
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG_S
         while not inv.cancel_requested and time.monotonic() < deadline:
             time.sleep(0.02)
         seen.append(inv.cancel_requested)
@@ -117,7 +131,7 @@ def test_heartbeats_run_in_the_background_and_carry_cancel() -> None:
 def test_concurrency_runs_invocations_at_the_same_time() -> None:
     fake = FakeServer({}, {}, {})
     worker = worker_for(fake, concurrency=3)
-    barrier = threading.Barrier(3, timeout=5)
+    barrier = threading.Barrier(3, timeout=HANG_S)
 
     @worker.agent("echo")
     def meet(inv: Invocation) -> int:
@@ -131,19 +145,20 @@ def test_concurrency_runs_invocations_at_the_same_time() -> None:
 def test_stop_finishes_current_invocation_then_returns() -> None:
     fake = FakeServer({}, {})
     worker = worker_for(fake)
-    started = threading.Event()
+    started, stopped = threading.Event(), threading.Event()
 
     @worker.agent("echo")
     def slow(inv: Invocation) -> str:
         started.set()
-        time.sleep(0.3)
+        assert stopped.wait(HANG_S)  # runs until the worker was asked to stop
         return "finished"
 
     runner = threading.Thread(target=worker.run)
     runner.start()
-    assert started.wait(5)
+    assert started.wait(HANG_S)
     worker.stop()
-    runner.join(5)
+    stopped.set()
+    runner.join(HANG_S)
     assert not runner.is_alive()
     assert fake.reports == {"i0": ("complete", {"output": "finished"})}
     assert len(fake.queue) == 1  # the second invocation was never claimed
@@ -162,8 +177,10 @@ def test_revoked_key_stops_the_worker_with_the_error() -> None:
 def test_registration_checks_kind_and_name() -> None:
     worker = Worker("http://x")
     with pytest.raises(TypeError, match="AsyncWorker"):
+
         @worker.agent("a")
         async def wrong(inv: AsyncInvocation) -> None: ...
+
     with pytest.raises(keepstate.InvalidKey):
         worker.agent("no spaces")(lambda inv: None)
     with pytest.raises(RuntimeError, match="no agents"):
@@ -184,7 +201,7 @@ async def test_async_worker_outcomes_and_heartbeat() -> None:
             inv.hold("q")
         if inv.input == "boom":
             raise KeyError("k")
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG_S
         while not inv.cancel_requested and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         return inv.cancel_requested
@@ -201,17 +218,24 @@ def test_ctrl_c_finishes_the_current_invocation_first() -> None:
 
     fake = FakeServer({}, {})
     worker = worker_for(fake)
-    started = threading.Event()
+    started, stopping = threading.Event(), threading.Event()
+    stop = worker.stop
+
+    def stop_and_tell() -> None:  # what the signal handler calls
+        stop()
+        stopping.set()
+
+    worker.stop = stop_and_tell  # type: ignore[method-assign]
 
     @worker.agent("echo")
     def slow(inv: Invocation) -> str:
         started.set()
-        time.sleep(0.5)
+        assert stopping.wait(HANG_S)  # runs until the signal has asked the worker to stop
         return "finished"
 
     def interrupt() -> None:
-        assert started.wait(5)
-        os.kill(os.getpid(), signal.SIGINT)
+        if started.wait(HANG_S):
+            os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
     previous = signal.getsignal(signal.SIGINT)
@@ -227,11 +251,19 @@ async def test_async_worker_sigterm_finishes_the_current_invocation_first() -> N
 
     fake = FakeServer({}, {})
     worker = AsyncWorker("http://ks.test", key="wk", claim_wait=0, transport=httpx.MockTransport(fake))
+    stopping = asyncio.Event()
+    stop = worker.stop
+
+    def stop_and_tell() -> None:  # what the signal handler calls, on the event loop
+        stop()
+        stopping.set()
+
+    worker.stop = stop_and_tell  # type: ignore[method-assign]
 
     @worker.agent("echo")
     async def slow(inv: AsyncInvocation) -> str:
         os.kill(os.getpid(), signal.SIGTERM)
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(stopping.wait(), HANG_S)  # runs until the signal has asked the worker to stop
         return "finished"
 
     assert await worker.run() == 1
@@ -245,7 +277,7 @@ def test_a_refused_heartbeat_marks_the_lease_lost_and_stops_beating() -> None:
 
     @worker.agent("echo")
     def wait_for_loss(inv: Invocation) -> bool:
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG_S
         while not inv.lease_lost and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(0.3)  # long enough for two more beats, had it not stopped
@@ -264,7 +296,7 @@ async def test_an_async_refused_heartbeat_marks_the_lease_lost_and_stops_beating
 
     @worker.agent("echo")
     async def wait_for_loss(inv: AsyncInvocation) -> bool:
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG_S
         while not inv.lease_lost and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)

@@ -40,14 +40,18 @@ def test_absent_document_reads_as_none(memory: Memory) -> None:
 
 
 def test_text_and_metadata_round_trip_exactly(memory: Memory) -> None:
-    text = "Title line ✓\n\nbody with \"quotes\", tabs\t and a trailing newline\n"
+    text = 'Title line ✓\n\nbody with "quotes", tabs\t and a trailing newline\n'
     memory.write("notes/a", text, {"source": "crm", "tags": ["x"], "n": 3})
     memory.write("notes/one-line", "no newline at all")
     memory.write("notes/empty", "")
     found = memory.read("notes/a")
     assert found is not None
-    assert (found.path, found.text, found.metadata, found.version) == ("notes/a", text, {"source": "crm", "tags": ["x"],
-                                                                                        "n": 3}, 1)
+    assert (found.path, found.text, found.metadata, found.version) == (
+        "notes/a",
+        text,
+        {"source": "crm", "tags": ["x"], "n": 3},
+        1,
+    )
     assert found.updated_at > 0
     one_line, empty = memory.read("notes/one-line"), memory.read("notes/empty")
     assert one_line is not None and one_line.text == "no newline at all" and one_line.metadata == {}
@@ -123,10 +127,33 @@ def test_listing_prefix_is_a_plain_string_prefix(memory: Memory) -> None:
 # ---------------------------------------------------------------- paths
 
 
-@pytest.mark.parametrize("bad", [
-    "", "/a", "a/", "a//b", "./a", "a/./b", "a/../b", "..", ".", "a b", "ä", "a\\b", "a%2Fb", "{user}",
-    "notes/{user}/x", "a\x00b", "x" * 513, "users", "users/alice", "Users/alice/x", "USERS/x", "uSeRs",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "/a",
+        "a/",
+        "a//b",
+        "./a",
+        "a/./b",
+        "a/../b",
+        "..",
+        ".",
+        "a b",
+        "ä",
+        "a\\b",
+        "a%2Fb",
+        "{user}",
+        "notes/{user}/x",
+        "a\x00b",
+        "x" * 513,
+        "users",
+        "users/alice",
+        "Users/alice/x",
+        "USERS/x",
+        "uSeRs",
+    ],
+)
 def test_malformed_paths_are_refused(memory: Memory, bad: str) -> None:
     with pytest.raises(keepstate.InvalidRequest):
         memory.write(bad, "text")
@@ -300,16 +327,35 @@ def test_limit_and_prefix(library: Memory) -> None:
         library.search("refund", limit=0)
 
 
-@pytest.mark.parametrize("bad", ['refund "policy', '""', '"   "', "", "   ", "!!! ???", "x" * 1001,
-                                 " ".join(f"w{n}" for n in range(33))])
+@pytest.mark.parametrize(
+    "bad", ['refund "policy', '""', '"   "', "", "   ", "!!! ???", "x" * 1001, " ".join(f"w{n}" for n in range(33))]
+)
 def test_malformed_queries_are_invalid_requests(library: Memory, bad: str) -> None:
     with pytest.raises(keepstate.InvalidRequest):
         library.search(bad)
 
 
-@pytest.mark.parametrize("query", ["refund*", "NOT refund", "refund OR x", "-refund", "title:refund", "^refund",
-                                   "NEAR(refund policy)", "refund AND", "(refund", "refund)", "{refund}", "'refund'",
-                                   "refund:*", "refund & policy", "refund | !policy", "refund <-> policy"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "refund*",
+        "NOT refund",
+        "refund OR x",
+        "-refund",
+        "title:refund",
+        "^refund",
+        "NEAR(refund policy)",
+        "refund AND",
+        "(refund",
+        "refund)",
+        "{refund}",
+        "'refund'",
+        "refund:*",
+        "refund & policy",
+        "refund | !policy",
+        "refund <-> policy",
+    ],
+)
 def test_engine_syntax_is_plain_words(library: Memory, query: str) -> None:
     """Operators of FTS5 and tsquery are words and punctuation here: never an error, never an operator."""
     hits = library.search(query)
@@ -379,7 +425,9 @@ async def test_records_and_restore_keep_versions_and_tombstones(backend_url: str
         await facet.delete("env/rec", "a/gone", None)
         mine = [record async for record in facet.records() if record.space == "env/rec"]
         assert [(r.path, r.version, r.text, r.updated_at) for r in mine] == [
-            ("a/gone", 1, None, 7), ("a/kept", 2, "Kept again", 6)]
+            ("a/gone", 1, None, 7),
+            ("a/kept", 2, "Kept again", 6),
+        ]
         moved = [DocumentRecord("env/moved", r.path, r.version, r.text, r.metadata, r.updated_at) for r in mine]
         for record in moved:
             await facet.restore(record)
@@ -398,10 +446,52 @@ def test_the_sync_face_gives_and_restores_the_same_records(store: keepstate.Stor
     facet.write("env/sync-rec", "a/two", "Two", b"{}", None, 4)
     facet.delete("env/sync-rec", "a/two", None)
     mine = [record for record in facet.records() if record.space == "env/sync-rec"]
-    assert [(r.path, r.version, r.text, r.metadata) for r in mine] == [("a/one", 1, "One\nbody", b'{"k":2}'),
-                                                                       ("a/two", 1, None, b"{}")]
+    assert [(r.path, r.version, r.text, r.metadata) for r in mine] == [
+        ("a/one", 1, "One\nbody", b'{"k":2}'),
+        ("a/two", 1, None, b"{}"),
+    ]
     for record in mine:
-        facet.restore(DocumentRecord("env/sync-copy", record.path, record.version, record.text, record.metadata,
-                                     record.updated_at))
+        facet.restore(
+            DocumentRecord(
+                "env/sync-copy", record.path, record.version, record.text, record.metadata, record.updated_at
+            )
+        )
     copied = [record for record in facet.records() if record.space == "env/sync-copy"]
     assert [(r.path, r.version, r.text) for r in copied] == [(r.path, r.version, r.text) for r in mine]
+
+
+def test_a_long_document_s_snippet_comes_from_a_window_of_its_beginning(memory: Memory) -> None:
+    filler = " ".join(f"w{n % 997}" for n in range(120_000))  # ~650 KB of other words
+    memory.write("long/near", f"A long report\n{filler[:3000]} parcelz arrived {filler}")
+    memory.write("long/far", f"Another long report\n{filler} lonelyz {filler[:1000]}")
+    memory.write("long/oneline", f"{filler[:5000]} parcelz on one line {filler}")
+    near = {hit.path: hit for hit in memory.search("parcelz")}
+    assert set(near) == {"long/near", "long/oneline"}
+    for hit in near.values():
+        assert "**parcelz**" in hit.snippet and "\n" not in hit.snippet and len(hit.snippet) < 400
+        assert not hit.snippet.lstrip("…").startswith(("A long", "w0 w1 w2 "))  # around the match, not the start
+    far = memory.search("lonelyz")
+    assert [hit.path for hit in far] == ["long/far"]  # found by the index wherever the word is
+    assert far[0].snippet and "\n" not in far[0].snippet and len(far[0].snippet) < 400
+    assert "**" not in far[0].snippet  # the snippet read no further than the document's first 16 KB
+
+
+async def test_a_document_at_the_highest_version_takes_no_more_writes(backend_url: str) -> None:
+    top = keepstate.values.MAX_VERSION
+    database = open_database(backend_url)
+    try:
+        facet = await database.documents()
+        await facet.restore(DocumentRecord("env/limits", "spent", top, "Spent\nall of it", b"{}", 1))
+        await facet.restore(DocumentRecord("env/limits", "near", top - 1, "Near", b"{}", 1))
+        with pytest.raises(keepstate.InvalidRequest, match="highest"):
+            await facet.write("env/limits", "spent", "again", b"{}", None, 2)
+        assert await facet.write("env/limits", "near", "last", b"{}", None, 2) == top
+        with pytest.raises(keepstate.InvalidRequest, match="highest"):
+            await facet.write("env/limits", "near", "one more", b"{}", top, 3)
+        kept = await facet.read("env/limits", "spent")
+        assert kept is not None and (kept.text, kept.version) == ("Spent\nall of it", top)
+        assert await facet.delete("env/limits", "spent", None)  # a delete keeps the version
+        with pytest.raises(keepstate.InvalidRequest, match="highest"):
+            await facet.write("env/limits", "spent", "anew", b"{}", 0, 4)
+    finally:
+        await database.aclose()

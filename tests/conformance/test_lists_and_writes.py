@@ -29,7 +29,7 @@ def scope(store: keepstate.Store) -> keepstate.Scope:
 def _build(scope: keepstate.Scope, key: str, count: int, per_append: int = 7) -> list[int]:
     expected = list(range(count))
     for start in range(0, count, per_append):
-        scope.append(key, expected[start:start + per_append])
+        scope.append(key, expected[start : start + per_append])
     return expected
 
 
@@ -81,10 +81,20 @@ def test_items_of_unicode_and_nested_values_round_trip(scope: keepstate.Scope) -
     assert scope.items("u", start=3, limit=3).items == values[3:6]
 
 
-@pytest.mark.parametrize(("call", "args"), [
-    ("tail", (0,)), ("tail", (1001,)), ("tail", (True,)), ("items", (-1, 10)), ("items", (0, 0)),
-    ("items", (0, 1001)), ("trim", (-1,)), ("incr", (1.5,)), ("incr", (2**63,)),
-])
+@pytest.mark.parametrize(
+    ("call", "args"),
+    [
+        ("tail", (0,)),
+        ("tail", (1001,)),
+        ("tail", (True,)),
+        ("items", (-1, 10)),
+        ("items", (0, 0)),
+        ("items", (0, 1001)),
+        ("trim", (-1,)),
+        ("incr", (1.5,)),
+        ("incr", (2**63,)),
+    ],
+)
 def test_bad_list_arguments_are_invalid_requests(scope: keepstate.Scope, call: str, args: tuple[object, ...]) -> None:
     with pytest.raises(InvalidRequest):
         getattr(scope, call)("k", *args)
@@ -218,12 +228,26 @@ async def test_concurrent_incrs_all_count(backend_url: str) -> None:
 
 
 def test_patch_merges_as_rfc_7396_says(scope: keepstate.Scope) -> None:
-    scope.put("doc", {"title": "Goodbye!", "author": {"givenName": "John", "familyName": "Doe"},
-                      "tags": ["example", "sample"], "content": "This will be unchanged"})
-    patched = scope.patch("doc", {"title": "Hello!", "phoneNumber": "+01-123-456-7890",
-                                  "author": {"familyName": None}, "tags": ["example"]})
-    expected = {"title": "Hello!", "author": {"givenName": "John"}, "tags": ["example"],
-                "content": "This will be unchanged", "phoneNumber": "+01-123-456-7890"}
+    scope.put(
+        "doc",
+        {
+            "title": "Goodbye!",
+            "author": {"givenName": "John", "familyName": "Doe"},
+            "tags": ["example", "sample"],
+            "content": "This will be unchanged",
+        },
+    )
+    patched = scope.patch(
+        "doc",
+        {"title": "Hello!", "phoneNumber": "+01-123-456-7890", "author": {"familyName": None}, "tags": ["example"]},
+    )
+    expected = {
+        "title": "Hello!",
+        "author": {"givenName": "John"},
+        "tags": ["example"],
+        "content": "This will be unchanged",
+        "phoneNumber": "+01-123-456-7890",
+    }
     assert patched == expected
     assert scope.get_versioned("doc") == (expected, 2)
 

@@ -16,6 +16,7 @@ import pytest
 from test_platform_repo import ENV, claim, new_run, session, uid
 
 from backends import declaring
+from claimers import claimer
 from keepstate.clock import now_ms
 from keepstate.errors import SessionBusy
 from keepstate.stores.base import Database, PlatformFacet
@@ -34,8 +35,9 @@ def due_run(agent: str = "chat", session_id: str | None = None, deadline_in: int
 
 async def queue(repo: PlatformFacet, run: StoredRun) -> StoredRun:
     """Start ``run`` with its start invocation carrying the run's deadline."""
-    invocation = StoredInvocation(uid("inv"), ENV, run.id, run.agent, "start", "queued", now_ms(),
-                                  queue_deadline=run.queue_deadline)
+    invocation = StoredInvocation(
+        uid("inv"), ENV, run.id, run.agent, "start", "queued", now_ms(), queue_deadline=run.queue_deadline
+    )
     started, created = await repo.start_run(run, "k1", invocation)
     assert created
     return started
@@ -87,12 +89,16 @@ async def test_servers_sweeping_at_once_expire_each_run_exactly_once(repo: Platf
 async def test_claims_racing_the_sweep_take_or_expire_each_run_never_both(repo: PlatformFacet) -> None:
     runs = [await queue(repo, due_run("race", deadline_in=200)) for _ in range(20)]
     deadline = max(run.queue_deadline or 0 for run in runs)
-    await asyncio.sleep(max(0, deadline - now_ms()) / 1000)  # every deadline passes while they race
+    # every deadline passes while they race, strictly before the sweep's clock however fast the machine
+    await asyncio.sleep(max(0, deadline - now_ms()) / 1000 + 0.01)
+    worker = await claimer(repo, ENV)
     now = now_ms() - 250  # claims judging by a clock a little behind: they may still take some
-    results = await asyncio.gather(*(
-        [repo.claim(ENV, ["race"], uid("tok"), now + 30_000, now) for _ in range(20)]
-        + [repo.expire_queued(now_ms()) for _ in range(4)]
-    ))
+    results = await asyncio.gather(
+        *(
+            [repo.claim(ENV, ["race"], uid("tok"), now + 30_000, now, worker) for _ in range(20)]
+            + [repo.expire_queued(now_ms()) for _ in range(4)]
+        )
+    )
     claimed = {r.run.id for r in results if isinstance(r, Claimed)}
     expired = sum(int(n) for n in results[20:] if isinstance(n, int))
     assert len(claimed) + expired == 20
@@ -114,7 +120,8 @@ async def test_many_turns_after_an_expired_one_exactly_one_starts(repo: Platform
     sid = await session(repo)
     stuck = await queue(repo, due_run("nobody", sid))
     results = await asyncio.gather(
-        *(queue(repo, due_run("chat", sid, deadline_in=FUTURE)) for _ in range(10)), return_exceptions=True)
+        *(queue(repo, due_run("chat", sid, deadline_in=FUTURE)) for _ in range(10)), return_exceptions=True
+    )
     assert sum(isinstance(r, StoredRun) for r in results) == 1
     assert all(isinstance(r, StoredRun | SessionBusy) for r in results)
     assert await status(repo, stuck.id) == "expired"
@@ -183,8 +190,20 @@ async def test_agent_stats_count_runs_by_status_and_remember_the_last_claim(repo
     await queue(repo, due_run("gone"))
     await repo.expire_queued(now_ms())
     other_env = replace(due_run("elsewhere", deadline_in=FUTURE), env="other")
-    await repo.start_run(other_env, "k9", StoredInvocation(uid("inv"), "other", other_env.id, "elsewhere", "start",
-                                                         "queued", now_ms(), queue_deadline=other_env.queue_deadline))
+    await repo.start_run(
+        other_env,
+        "k9",
+        StoredInvocation(
+            uid("inv"),
+            "other",
+            other_env.id,
+            "elsewhere",
+            "start",
+            "queued",
+            now_ms(),
+            queue_deadline=other_env.queue_deadline,
+        ),
+    )
     stats = {agent.agent: agent for agent in await repo.agent_stats(ENV)}
     assert set(stats) == {"idle", "busy", "gone"}
     assert (stats["idle"].last_claim_at, stats["idle"].runs, stats["idle"].oldest_queued_at) == (5_000, {}, None)
@@ -221,8 +240,11 @@ async def _finished(repo: PlatformFacet, kind: str, agent: str = "job", at: int 
 
 async def every_status(repo: PlatformFacet) -> dict[str, StoredRun]:
     """One run in each status, each of its own agent (so claims pick the one meant)."""
-    runs = {"done": await _finished(repo, "complete", "a-done"), "failed": await _finished(repo, "fail", "a-fail"),
-            "held": await _finished(repo, "hold", "a-held")}
+    runs = {
+        "done": await _finished(repo, "complete", "a-done"),
+        "failed": await _finished(repo, "fail", "a-fail"),
+        "held": await _finished(repo, "hold", "a-held"),
+    }
     cancelled = await queue(repo, due_run("a-cancel", deadline_in=FUTURE))
     runs["cancelled"] = await repo.cancel(ENV, cancelled.id, now_ms()) or cancelled
     expired = await queue(repo, due_run("a-expire"))

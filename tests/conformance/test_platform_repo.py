@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from backends import declaring
+from claimers import claimer
 from keepstate.clock import now_ms
 from keepstate.errors import NotFound, SessionBusy
 from keepstate.platform import open_platform
@@ -67,7 +68,7 @@ async def claim(
     repo: PlatformFacet, agent: str = "chat", token: str | None = None, lease_ms: int = 30_000
 ) -> Claimed | None:
     now = now_ms()
-    return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now)
+    return await repo.claim(ENV, [agent], token or uid("tok"), now + lease_ms, now, await claimer(repo, ENV))
 
 
 # ---------------------------------------------------------------- keys
@@ -82,13 +83,64 @@ async def test_keys_add_find_list_revoke(repo: PlatformFacet) -> None:
     assert found is not None and (found.id, found.env, found.role, found.revoked) == (key.id, ENV, "member", False)
     assert [k.id for k in await repo.list_keys(ENV)] == [key.id]
     assert await repo.list_keys("other") == []
-    assert not await repo.revoke_key("other", key.id)  # another environment's key is not found
-    assert await repo.revoke_key(ENV, key.id)
-    assert not await repo.revoke_key(ENV, key.id)
+    assert await repo.revoke_key("other", key.id, now_ms()) is None  # another environment's key is not found
+    assert await repo.revoke_key(ENV, key.id, now_ms()) == []
+    assert await repo.revoke_key(ENV, key.id, now_ms()) is None
     revoked = await repo.key_by_hash("hash-1")
     assert revoked is not None and revoked.revoked
     assert await repo.list_keys(ENV) == []
     assert not await repo.has_keys()
+
+
+async def _worker_key(repo: PlatformFacet) -> str:
+    key = StoredKey(uid("key"), ENV, "worker", "w", now_ms())
+    await repo.add_key(key, uid("hash"))
+    return key.id
+
+
+async def test_revoking_a_key_ends_its_claims_and_a_revoked_key_claims_nothing(repo: PlatformFacet) -> None:
+    worker = await _worker_key(repo)
+    held, _ = await start(repo, new_run("rv"))
+    now = now_ms()
+    claimed = await repo.claim(ENV, ["rv"], "tok-rv", now + 30_000, now, worker)
+    assert claimed is not None and claimed.invocation.claimed_by == worker
+    await start(repo, new_run("rv-other"))
+    other = await claim(repo, "rv-other")  # another key's claim, untouched
+    assert other is not None
+    waiting, _ = await start(repo, new_run("rv"))
+    assert await repo.revoke_key(ENV, worker, now_ms()) == [held.id]
+    assert await repo.token_lease("tok-rv") is None and await repo.token_context("tok-rv") is None
+    assert await repo.heartbeat(claimed.invocation.id, "tok-rv", now_ms(), now_ms() + 1000) is None
+    ended = await repo.get_run(ENV, held.id)
+    assert ended is not None and ended.status == "interrupted"
+    assert await repo.claim(ENV, ["rv"], "tok-rv2", now_ms() + 30_000, now_ms(), worker) is None
+    still = await repo.get_run(ENV, waiting.id)
+    assert still is not None and still.status == "queued"
+    assert await repo.token_lease(other.invocation.token_hash or "") is not None
+
+
+async def test_claims_racing_a_revocation_are_each_ended_or_refused(repo: PlatformFacet) -> None:
+    worker = await _worker_key(repo)
+    for _ in range(12):
+        await start(repo, new_run("race-rv"))
+    now = now_ms()
+    results = await asyncio.gather(
+        *(repo.claim(ENV, ["race-rv"], f"tok-race-{n}", now + 30_000, now, worker) for n in range(12)),
+        repo.revoke_key(ENV, worker, now),
+    )
+    claimed = [c for c in results[:-1] if isinstance(c, Claimed)]
+    ended = results[-1]
+    assert isinstance(ended, list) and sorted(ended) == sorted(c.run.id for c in claimed)
+    for c in claimed:
+        assert await repo.token_lease(c.invocation.token_hash or "") is None
+
+
+async def test_an_end_user_goes_to_the_first_key_that_names_it_however_many_race(repo: PlatformFacet) -> None:
+    user = uid("user")
+    answers = await asyncio.gather(*(repo.bind_user(ENV, user, f"key_{n}") for n in range(8)))
+    assert len(set(answers)) == 1 and answers[0] in {f"key_{n}" for n in range(8)}
+    assert await repo.bind_user(ENV, user, "key_late") == answers[0]
+    assert await repo.bind_user("other", user, "key_late") == "key_late"  # environments never meet
 
 
 async def test_only_one_first_key_wins_when_servers_start_at_once(repo: PlatformFacet) -> None:
@@ -104,7 +156,7 @@ async def test_only_one_first_key_wins_when_servers_start_at_once(repo: Platform
 async def test_ensure_admin_key_makes_a_known_secret_an_unrevoked_admin(repo: PlatformFacet) -> None:
     key = StoredKey(uid("key"), ENV, "member", "m", now_ms())
     await repo.add_key(key, "boot")
-    await repo.revoke_key(ENV, key.id)
+    await repo.revoke_key(ENV, key.id, now_ms())
     await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
     await repo.ensure_admin_key(StoredKey(uid("key"), ENV, "admin", "bootstrap", now_ms()), "boot")
     found = await repo.key_by_hash("boot")
@@ -324,8 +376,14 @@ async def test_runs_newest_first_paged_by_agent_status_parent_session(repo: Plat
     await repo.cancel(ENV, turn.id, now_ms())
     await start(repo, replace(new_run("lead"), env="other"))
 
-    async def ids(after: int = 0, owner: str | None = None, session_id: str | None = None, status: str | None = None,
-                  agent: str | None = None, parent_id: str | None = None) -> list[str]:
+    async def ids(
+        after: int = 0,
+        owner: str | None = None,
+        session_id: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        parent_id: str | None = None,
+    ) -> list[str]:
         query = RunFilter(ENV, owner, session_id, status, after, 10, agent=agent, parent_id=parent_id, desc=True)
         return [r.id for r in await repo.list_runs(query)]
 
@@ -413,7 +471,8 @@ async def test_claim_takes_the_oldest_and_only_its_environment_and_agents(repo: 
     first, _ = await start(repo, new_run("a"))
     await start(repo, new_run("a"))
     await start(repo, new_run("b"))
-    assert await repo.claim("other", ["a", "b"], "t-o", now_ms() + 1000, now_ms()) is None
+    other = await claimer(repo, "other")
+    assert await repo.claim("other", ["a", "b"], "t-o", now_ms() + 1000, now_ms(), other) is None
     claimed = await claim(repo, "a")
     assert claimed is not None and claimed.run.id == first.id
 

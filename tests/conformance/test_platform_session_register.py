@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from backends import declaring
+from claimers import claimer
 from keepstate.clock import now_ms
 from keepstate.errors import InvalidRequest
 from keepstate.platform import open_platform
@@ -46,7 +47,7 @@ async def finished_run(repo: PlatformFacet, agent: str, session_id: str) -> Stor
     invocation = StoredInvocation(uid("inv"), ENV, run.id, agent, "start", "queued", now)
     stored, _ = await repo.start_run(run, "k1", invocation)
     token = uid("tok")
-    claimed = await repo.claim(ENV, [agent], token, now_ms() + 30_000, now_ms())
+    claimed = await repo.claim(ENV, [agent], token, now_ms() + 30_000, now_ms(), await claimer(repo, ENV))
     assert claimed is not None and claimed.run.id == stored.id
     await repo.finish(claimed.invocation.id, token, Outcome("complete", b"1"), now_ms())
     return stored
@@ -86,7 +87,8 @@ async def test_session_agents_are_those_of_its_runs_and_the_registered_ones_each
 async def test_concurrent_registrations_create_the_session_once_and_record_every_agent(repo: PlatformFacet) -> None:
     sid = uid("ses")
     answers = await asyncio.gather(
-        *(repo.register_session(registered(sid, f"k{i}"), f"agent{i % 4}") for i in range(12)))
+        *(repo.register_session(registered(sid, f"k{i}"), f"agent{i % 4}") for i in range(12))
+    )
     assert sum(created for _, created in answers) == 1
     assert len({stored.owner for stored, _ in answers}) == 1
     assert await repo.session_agents(ENV, sid) == ["agent0", "agent1", "agent2", "agent3"]
@@ -131,7 +133,8 @@ async def test_a_registration_racing_a_delete_never_leaves_an_agent_behind(
         sid = uid("ses")
         await repo.register_session(registered(sid), "first")
         registration, deleted = await asyncio.gather(
-            repo.register_session(registered(sid), "racing"), database.delete_session(ENV, sid, now_ms()))
+            repo.register_session(registered(sid), "racing"), database.delete_session(ENV, sid, now_ms())
+        )
         alive = await repo.get_session(ENV, sid)
         agents = await repo.session_agents(ENV, sid)
         if alive is None:  # the registration came first

@@ -52,6 +52,19 @@ def test_versions_never_repeat_after_delete(scope: keepstate.Scope) -> None:
     assert scope.append("k", ["x"]).version == 4
 
 
+@pytest.mark.parametrize("if_version", [-1, 2**53, 2**63 - 1, 2**63, 2**64 + 5, True, 1.0])
+def test_an_if_version_no_key_can_have_is_refused_before_the_store(scope: keepstate.Scope, if_version: Any) -> None:
+    for write in (
+        lambda: scope.put("k", 1, if_version=if_version),
+        lambda: scope.delete("k", if_version=if_version),
+        lambda: scope.incr("n", if_version=if_version),
+        lambda: scope.trim("l", 1, if_version=if_version),
+    ):
+        with pytest.raises(keepstate.InvalidRequest, match="if_version must be an integer from 0 to 9007199254740991"):
+            write()
+    assert scope.get_versioned("k") == (None, 0) and scope.get_versioned("n") == (None, 0)
+
+
 def test_if_version_zero_means_only_if_absent(scope: keepstate.Scope) -> None:
     assert scope.put("k", "first", if_version=0) == 1
     with pytest.raises(keepstate.VersionConflict) as caught:
@@ -166,7 +179,7 @@ def test_scopes_do_not_see_each_other(store: keepstate.Store) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"emoji": "😀", "rtl": "مرحبا", "nested": [[[]], {}], "esc": "quote\" back\\ nl\n"},
+        {"emoji": "😀", "rtl": "مرحبا", "nested": [[[]], {}], "esc": 'quote" back\\ nl\n'},
         [2**63 - 1, -(2**63), 0.1, 1e308, -0.0],
         "",
         [],
@@ -268,7 +281,10 @@ async def test_async_face_keeps_the_same_rules(backend_url: str) -> None:
 
 _text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"))
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | _text,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(_text, children, max_size=4),
     max_leaves=12,
@@ -280,3 +296,44 @@ _json = st.recursive(
 def test_any_json_value_round_trips(scope: keepstate.Scope, value: Any) -> None:
     scope.put("h", value)
     assert scope.get("h") == value
+
+
+def test_a_key_at_the_highest_version_takes_no_more_writes_and_loses_nothing(store: keepstate.Store) -> None:
+    """Only an import can put a key near ``MAX_VERSION`` (writes add one each); there, every write kind
+    is refused with keepstate's own error — never a driver's overflow — and nothing changes."""
+    top = keepstate.values.MAX_VERSION
+    scope = store.scope("agent", agent="limits")
+    ns = keepstate.scope.scope_namespace("agent", "limits", None)
+    store.state.restore(StateRecord(ns, "v", top, b'{"n": 1}'))
+    store.state.restore(StateRecord(ns, "l", top, b"[1, 2]"))
+    store.state.restore(StateRecord(ns, "n", top, b"5"))
+    store.state.restore(StateRecord(ns, "near", top - 1, b"0"))
+    writes: list[Any] = [
+        lambda: scope.put("v", 2),
+        lambda: scope.patch("v", {"m": 2}),
+        lambda: scope.update("v", lambda value: value),
+        lambda: scope.append("l", [3]),
+        lambda: scope.trim("l", 1),
+        lambda: scope.pop("l"),
+        lambda: scope.incr("n"),
+        lambda: _batch_touching(scope, "n"),
+    ]
+    for write in writes:
+        with pytest.raises(keepstate.InvalidRequest, match="highest"):
+            write()
+    assert scope.get_versioned("v") == ({"n": 1}, top)
+    assert scope.get_versioned("l") == ([1, 2], top)
+    assert scope.get_versioned("n") == (5, top)
+    assert scope.get("other") is None
+    assert scope.incr("near") == 1 and scope.get_versioned("near") == (1, top)  # the last write there is
+    with pytest.raises(keepstate.InvalidRequest, match="highest"):
+        scope.incr("near")
+    scope.delete("v")  # a delete keeps the version: allowed, and the key stays spent
+    with pytest.raises(keepstate.InvalidRequest, match="highest"):
+        scope.put("v", 3)
+
+
+def _batch_touching(scope: keepstate.Scope, spent: str) -> None:
+    with scope.batch() as b:
+        b.put("other", 1)
+        b.incr(spent)

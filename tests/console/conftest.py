@@ -5,8 +5,8 @@ The browser is Debian's ``chromium`` driven by Playwright's Python package (``ex
 ``KEEPSTATE_REQUIRE_SERVICES=1`` (CI, whose ``.ci/run`` installs it). One browser per module; each
 test opens its own contexts (a context is a fresh cookie jar: one signed-in person).
 
-The server runs over ``memory://`` until the SQLite state facet of this branch is complete: the
-platform's rules are the same on every store, and the console only talks to the platform.
+The server runs over ``memory://`` (``KEEPSTATE_CONSOLE_TEST_STORE`` to choose another): the platform's
+rules are the same on every store, and the console only talks to the platform.
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ from console_support import Console
 from keepstate.client import Worker
 from serverproc import ServerInfo, running_server
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 STORE_URL = os.environ.get("KEEPSTATE_CONSOLE_TEST_STORE", "memory://")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
@@ -45,6 +51,20 @@ def chromium_path() -> str:
 def console_server() -> Iterator[ServerInfo]:
     with running_server(STORE_URL, lease=5) as info:
         yield info
+
+
+@pytest.fixture(scope="module")
+def keys(console_server: ServerInfo) -> Iterator[dict[str, str]]:
+    """Secrets of a module's people: two members (named A and B) and a worker; the admin is the server's."""
+    console = Console(console_server.url, console_server.admin_key)
+    made = {
+        "memberA": console.new_key("member", "A")[1],
+        "memberB": console.new_key("member", "B")[1],
+        "worker": console.new_key("worker", "workers")[1],
+        "admin": console_server.admin_key,
+    }
+    yield made
+    console.close()
 
 
 @pytest.fixture

@@ -37,9 +37,14 @@ def form_value(html: str) -> str:
     return found.group(1)
 
 
+def tbody(html: str) -> str:
+    """The first table body of a page (its rows)."""
+    return re.split(r"<tbody[^>]*>", html, maxsplit=1)[1].split("</tbody>", 1)[0]
+
+
 def rows(html: str) -> int:
     """How many rows a page's first table body has (an empty table's one "No ..." row counts 0)."""
-    body = html.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    body = tbody(html)
     return body.count("<tr>") + body.count("<tr ") - body.count('class="empty"')
 
 
@@ -135,12 +140,17 @@ async def seed(platform: Platform, sessions: int, runs: int, messages: int, env:
     worker = Caller(env, "admin", admin_key.id)
     made = await _gathered([platform.create_session(member, {"user": f"user-{n % 50}"}) for n in range(sessions)])
     session_ids = [s.id for s, _ in made]
-    turns = await _gathered([platform.start_run(member, {"agent": "chat", "input": {"n": n}, "session_id": sid})
-                             for n, sid in enumerate(session_ids[:runs])])
+    turns = await _gathered(
+        [
+            platform.start_run(member, {"agent": "chat", "input": {"n": n}, "session_id": sid})
+            for n, sid in enumerate(session_ids[:runs])
+        ]
+    )
     await _finish_all(platform, worker, "chat", len(turns))
     rest = max(0, runs - len(turns))
-    loose = await _gathered([platform.start_run(member, {"agent": f"agent-{n % 10}", "input": {"n": n}})
-                             for n in range(rest)])
+    loose = await _gathered(
+        [platform.start_run(member, {"agent": f"agent-{n % 10}", "input": {"n": n}}) for n in range(rest)]
+    )
     held = await _hold_some(platform, worker, "agent-3", min(200, rest // 10))
     for run, _ in loose[::20]:
         if run.id not in held:
@@ -154,7 +164,7 @@ async def _gathered(calls: list[Any], batch: int = 200) -> list[Any]:
     """Run calls in batches at once (on SQLite one group commit each), in order."""
     done: list[Any] = []
     for start in range(0, len(calls), batch):
-        done.extend(await asyncio.gather(*calls[start:start + batch]))
+        done.extend(await asyncio.gather(*calls[start : start + batch]))
     return done
 
 
@@ -191,8 +201,10 @@ async def _conversation(platform: Platform, member: Caller, session_id: str, mes
 
     api = StateApi(platform.state)
     ns = await api.namespace(platform, member, Address("session", id=session_id, agent="chat"))
-    items = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}: " + "words " * 12}
-             for n in range(messages)]
+    items = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}: " + "words " * 12}
+        for n in range(messages)
+    ]
     for start in range(0, len(items), 100):
-        await platform.state.append(ns, "history", values.encode_items(items[start:start + 100]))
+        await platform.state.append(ns, "history", values.encode_items(items[start : start + 100]))
     await platform.state.put(ns, "profile", values.encode({"name": "Ada", "plan": "pro"}))

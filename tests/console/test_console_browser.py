@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from console_support import Console, bearer
-from playwright.sync_api import Browser, Dialog, Page, expect
+from playwright.sync_api import Browser, Dialog, Page, ViewportSize, expect
 
 from keepstate.client import Invocation, Worker
 from keepstate.server.console.render import CSP
@@ -27,21 +26,12 @@ XSS = "<img src=x onerror=alert(1)>"
 LIVE_S = 15_000  # ms a live update may take here (the page polls every 1.5 s; the machine is shared)
 
 
-@pytest.fixture(scope="module")
-def keys(console_server: ServerInfo) -> Iterator[dict[str, str]]:
-    """Secrets of the module's people: two members and a worker; the admin is the server's."""
-    console = Console(console_server.url, console_server.admin_key)
-    made = {"memberA": console.new_key("member", "A")[1], "memberB": console.new_key("member", "B")[1],
-            "worker": console.new_key("worker", "workers")[1], "admin": console_server.admin_key}
-    yield made
-    console.close()
-
-
 def chat(inv: Invocation) -> Any:
     """Keeps the session's conversation (``history``) and a turn count (``profile``)."""
     said = inv.input["message"]
-    inv.state.session.append("history", [{"role": "user", "content": said},
-                                         {"role": "assistant", "content": f"You said: {said}"}])
+    inv.state.session.append(
+        "history", [{"role": "user", "content": said}, {"role": "assistant", "content": f"You said: {said}"}]
+    )
     profile = inv.state.session.update("profile", lambda p: {**p, "turns": p["turns"] + 1}, default={"turns": 0})
     return {"reply": f"You said: {said}", "turns": profile["turns"]}
 
@@ -69,9 +59,13 @@ def worker_for(server: ServerInfo, keys: dict[str, str], *names: str) -> Worker:
     return worker
 
 
-def signed_in(browser: Browser, server: ServerInfo, key: str) -> Page:
-    """A fresh browser context (its own cookies), signed in with ``key`` through the sign-in form."""
-    page = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 860}).new_page()
+def signed_in(
+    browser: Browser, server: ServerInfo, key: str, viewport: ViewportSize | None = None, **options: Any
+) -> Page:
+    """A fresh browser context (its own cookies), signed in with ``key`` through the sign-in form;
+    ``options`` are Playwright's (``color_scheme``, ``is_mobile``…)."""
+    context = browser.new_context(base_url=server.url, viewport=viewport or {"width": 1280, "height": 860}, **options)
+    page = context.new_page()
     page.goto("/console/")
     page.get_by_label("API key").fill(key)
     page.get_by_role("button", name="Sign in").click()
@@ -116,8 +110,12 @@ def test_sign_in_refuses_a_wrong_key_and_never_keeps_the_key(
 
 
 def test_find_a_session_and_read_its_conversation(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
-    background: Callable[[Worker], None], screenshot_dir: Path,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    background: Callable[[Worker], None],
+    screenshot_dir: Path,
 ) -> None:
     background(worker_for(console_server, keys))
     member = keys["memberA"]
@@ -125,8 +123,12 @@ def test_find_a_session_and_read_its_conversation(
     session = console.api("POST", "/v0/sessions", member, json={"user": user, "metadata": {"channel": "support"}})
     console.api("POST", "/v0/sessions", member, json={"user": "someone-else"})
     for message in ("Where is my order 1042?", "Thanks, and can I change the address?"):
-        run = console.api("POST", "/v0/runs", member, json={"agent": "chat", "session_id": session["id"],
-                                                          "input": {"message": message}})
+        run = console.api(
+            "POST",
+            "/v0/runs",
+            member,
+            json={"agent": "chat", "session_id": session["id"], "input": {"message": message}},
+        )
         assert console.api("GET", f"/v0/runs/{run['id']}?wait=20", member)["status"] == "done"
 
     page = signed_in(browser, console_server, member)
@@ -161,20 +163,27 @@ def seen_dialog(dialogs: list[str], dialog: Dialog) -> None:
 
 
 def test_stored_markup_is_shown_as_text_and_never_runs(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
     background: Callable[[Worker], None],
 ) -> None:
     background(worker_for(console_server, keys))
     member = keys["memberA"]
     session = console.api("POST", "/v0/sessions", member, json={"metadata": {"note": XSS}})
-    run = console.api("POST", "/v0/runs", member, json={"agent": "chat", "session_id": session["id"],
-                                                      "input": {"message": XSS}})
+    run = console.api(
+        "POST", "/v0/runs", member, json={"agent": "chat", "session_id": session["id"], "input": {"message": XSS}}
+    )
     assert console.api("GET", f"/v0/runs/{run['id']}?wait=20", member)["status"] == "done"
     console.new_key("member", name=XSS)
 
     dialogs: list[str] = []
-    for key, path in ((member, f"/console/sessions/{session['id']}"), (member, f"/console/runs/{run['id']}"),
-                      (keys["admin"], "/console/keys")):
+    for key, path in (
+        (member, f"/console/sessions/{session['id']}"),
+        (member, f"/console/runs/{run['id']}"),
+        (keys["admin"], "/console/keys"),
+    ):
         page = signed_in(browser, console_server, key)
         page.on("dialog", lambda dialog: seen_dialog(dialogs, dialog))
         page.goto(path)
@@ -185,8 +194,12 @@ def test_stored_markup_is_shown_as_text_and_never_runs(
 
 
 def test_approve_a_held_run_with_a_note_and_see_its_resume_finish(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
-    background: Callable[[Worker], None], screenshot_dir: Path,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    background: Callable[[Worker], None],
+    screenshot_dir: Path,
 ) -> None:
     member = keys["memberA"]
     run = console.api("POST", "/v0/runs", member, json={"agent": "approver", "input": {"order": 1042}})
@@ -205,7 +218,8 @@ def test_approve_a_held_run_with_a_note_and_see_its_resume_finish(
     status = page.locator("dd [data-status]")
     expect(status).to_have_text("queued")
     expect(page.get_by_role("button", name="Cancel")).to_be_visible()
-    decision = page.get_by_role("region", name="Decision", exact=True)
+    expect(page.locator("dd.decided")).to_contain_text("approved by A at ")  # the key's name, and when
+    decision = page.get_by_role("region", name="Decision data", exact=True)
     expect(decision).to_contain_text('"note": "Approved: the parcel was lost"')
 
     background(worker_for(console_server, keys))
@@ -218,7 +232,10 @@ def test_approve_a_held_run_with_a_note_and_see_its_resume_finish(
 
 
 def test_deny_another_held_run(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
     background: Callable[[Worker], None],
 ) -> None:
     background(worker_for(console_server, keys))
@@ -231,8 +248,13 @@ def test_deny_another_held_run(
     expect(page.locator("dd [data-status]")).to_have_text("done", timeout=LIVE_S)
     expect(page.get_by_role("region", name="Output", exact=True)).to_contain_text('"approved": false')
     finished = console.api("GET", f"/v0/runs/{run['id']}", member)
-    assert finished["decision"] == {"approved": False, "data": {}}
+    assert {name: finished["decision"][name] for name in ("approved", "data", "by")} == {
+        "approved": False,
+        "data": {},
+        "by": "A",
+    }
     assert finished["output"] == {"approved": False, "data": {}}
+    expect(page.locator("dd.decided")).to_contain_text("denied by A at ")
     page.context.close()
 
 
@@ -251,9 +273,34 @@ def test_cancel_a_queued_run(
     page.context.close()
 
 
+def test_fork_a_session_from_its_page_and_follow_the_link_back_to_its_parent(
+    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console
+) -> None:
+    member = keys["memberA"]
+    source = console.api("POST", "/v0/sessions", member, json={"metadata": {"channel": "web"}})
+    plan = f"/v0/sessions/{source['id']}/state/planner/plan"
+    console.api("PUT", plan, member, json={"value": {"step": "pack the boxes"}})
+    page = signed_in(browser, console_server, member)
+    page.goto(f"/console/sessions/{source['id']}")
+    expect(page.locator("dd.parent")).to_have_count(0)
+    page.get_by_role("button", name="Fork").click()
+    expect(page.get_by_role("heading", level=1)).not_to_have_text(f"Session {source['id']}")
+    fork_id = page.get_by_role("heading", level=1).locator("code").inner_text()
+    assert console.api("GET", f"/v0/sessions/{fork_id}", member)["parent"] == source["id"]
+    expect(page.locator("dd.parent")).to_have_text(source["id"])
+    expect(page.get_by_role("region", name="Agent planner")).to_contain_text("pack the boxes")
+    page.locator("dd.parent").get_by_role("link", name=source["id"]).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Session {source['id']}")
+    page.context.close()
+
+
 def test_runs_page_shows_a_status_change_in_place(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
-    background: Callable[[Worker], None], screenshot_dir: Path,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    background: Callable[[Worker], None],
+    screenshot_dir: Path,
 ) -> None:
     member = keys["memberA"]
     run = console.api("POST", "/v0/runs", member, json={"agent": "later"})
@@ -274,7 +321,10 @@ def test_runs_page_shows_a_status_change_in_place(
 
 
 def test_a_member_never_sees_another_members_session_or_the_keys(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
 ) -> None:
     session = console.api("POST", "/v0/sessions", keys["memberA"], json={"user": "private-user"})
     run = console.api("POST", "/v0/runs", keys["memberA"], json={"agent": "nobody", "session_id": session["id"]})
@@ -298,7 +348,11 @@ def test_a_member_never_sees_another_members_session_or_the_keys(
 
 
 def test_admin_creates_a_key_shown_once_and_revokes_it(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console, screenshot_dir: Path,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    screenshot_dir: Path,
 ) -> None:
     page = signed_in(browser, console_server, keys["admin"])
     page.get_by_role("link", name="Keys").click()
@@ -319,22 +373,37 @@ def test_admin_creates_a_key_shown_once_and_revokes_it(
 
 
 def test_agents_page_counts_runs_and_marks_an_unserved_agent(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console, screenshot_dir: Path,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    screenshot_dir: Path,
 ) -> None:
     for _ in range(2):
         console.api("POST", "/v0/runs", keys["memberA"], json={"agent": "unserved"})
+    console.api("POST", "/v0/runs", keys["memberA"], json={"agent": "served"})
+    console.api("POST", "/v0/runs", keys["memberA"], json={"agent": "chat"})  # of its own, whatever ran before
+    claimed = console.api("POST", "/v0/invocations/claim", keys["worker"], json={"agents": ["served"], "wait": 5})
+    assert claimed is not None
     page = signed_in(browser, console_server, keys["admin"])
     page.get_by_role("link", name="Agents").click()
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="unserved", exact=True))
-    expect(row.get_by_role("cell")).to_have_text(["unserved", "2", "0", "0", "not known", "Memory"])
+    expect(row.get_by_role("cell")).to_have_text(["unserved", "2", "0", "0", "never no worker", "State Memory"])
     expect(row).to_have_class("unserved")
+    served = page.get_by_role("row").filter(has=page.get_by_role("link", name="served", exact=True))
+    expect(served.get_by_role("cell").nth(2)).to_have_text("1")  # running: the claim took it
+    expect(served.locator("td.claim")).to_contain_text(re.compile(r"UTC \(\d+ s ago\)"))
+    expect(served.locator("td.claim")).not_to_contain_text("no worker")
+    expect(served).not_to_have_class("unserved")
     expect(page.get_by_role("link", name="chat", exact=True)).to_be_visible()
     shoot(page, screenshot_dir, "agents")
     page.context.close()
 
 
 def test_a_revoked_key_signs_its_browser_out(
-    browser: Browser, console_server: ServerInfo, console: Console,
+    browser: Browser,
+    console_server: ServerInfo,
+    console: Console,
 ) -> None:
     key_id, secret = console.new_key("member", name="short-lived")
     page = signed_in(browser, console_server, secret)
@@ -346,15 +415,25 @@ def test_a_revoked_key_signs_its_browser_out(
 
 
 def test_every_page_has_the_csp_and_no_inline_script_or_style(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console,
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
 ) -> None:
     run = console.api("POST", "/v0/runs", keys["memberA"], json={"agent": "nobody"})
     session = console.api("POST", "/v0/sessions", keys["memberA"], json={})
     page = signed_in(browser, console_server, keys["admin"])
     violations: list[str] = []
     page.on("console", lambda message: violations.append(message.text) if "Content Security" in message.text else None)
-    for path in ("/console/sessions", f"/console/sessions/{session['id']}", "/console/runs",
-                 f"/console/runs/{run['id']}", "/console/agents", "/console/keys", "/console/nowhere"):
+    for path in (
+        "/console/sessions",
+        f"/console/sessions/{session['id']}",
+        "/console/runs",
+        f"/console/runs/{run['id']}",
+        "/console/agents",
+        "/console/keys",
+        "/console/nowhere",
+    ):
         answer = page.goto(path)
         assert answer is not None
         headers = answer.headers

@@ -34,8 +34,11 @@ def held_run(console: Console, member: str, worker: str) -> dict[str, Any]:
     agent = f"hold-{uuid.uuid4().hex[:8]}"
     run = console.api("POST", "/v0/runs", member, json={"agent": agent})
     claimed = console.api("POST", "/v0/invocations/claim", worker, json={"agents": [agent], "wait": 5})
-    answer = console.http.post(f"/v0/invocations/{claimed['id']}/hold", json={"request": {"q": "ok?"}},
-                               headers={"x-agentos-run-token": claimed["token"]})
+    answer = console.http.post(
+        f"/v0/invocations/{claimed['id']}/hold",
+        json={"request": {"q": "ok?"}},
+        headers={"x-agentos-run-token": claimed["token"]},
+    )
     assert answer.status_code == 200, answer.text
     return dict(run)
 
@@ -63,8 +66,11 @@ def test_forged_forms_are_refused_and_change_nothing(console: Console, member: s
     assert console.post("/console/sign-out", {"csrf": "nope"}).status_code == 403
     assert status_of(console, run["id"], member) == "held"
     assert console.http.get("/console/sessions").status_code == 200  # still signed in
-    answer = console.http.post(decision, data={"decision": "approve", "csrf": csrf},
-                               headers={"Referer": f"{console.url}/console/runs/{run['id']}"})
+    answer = console.http.post(
+        decision,
+        data={"decision": "approve", "csrf": csrf},
+        headers={"Referer": f"{console.url}/console/runs/{run['id']}"},
+    )
     assert answer.status_code == 303  # the same form, sent from this console: done
     assert status_of(console, run["id"], member) == "queued"
 
@@ -79,11 +85,22 @@ def test_forged_key_creation_by_an_admin_creates_nothing(console: Console) -> No
     assert console.api("GET", "/v0/keys", console.admin)["keys"] == before
 
 
+def test_a_key_name_past_200_characters_is_the_same_400_as_in_the_api(console: Console) -> None:
+    csrf = console.sign_in(console.admin)
+    before = console.api("GET", "/v0/keys", console.admin)["keys"]
+    answer = console.post("/console/keys", {"role": "member", "name": "n" * 201, "csrf": csrf})
+    assert answer.status_code == 400 and "at most 200 characters" in answer.text
+    assert console.api("GET", "/v0/keys", console.admin)["keys"] == before
+
+
 def test_the_sign_in_form_cannot_be_forged(console: Console, member: str) -> None:
     page = console.http.get("/console/")
     value = form_value(page.text)
-    for fields, origin in [({"key": member}, "self"), ({"key": member, "form": value + "x"}, "self"),
-                           ({"key": member, "form": value}, "https://evil.example")]:
+    for fields, origin in [
+        ({"key": member}, "self"),
+        ({"key": member, "form": value + "x"}, "self"),
+        ({"key": member, "form": value}, "https://evil.example"),
+    ]:
         answer = console.post("/console/sign-in", fields, origin)
         assert answer.status_code == 403, answer.text
         assert "keepstate_console=" not in answer.headers.get("set-cookie", "")
@@ -103,9 +120,11 @@ def test_the_cookie_is_httponly_strict_and_secure_over_https(console: Console, m
         page = console.http.get("/console/", headers={"X-Forwarded-Proto": proto})
         form_cookie = cookie_named(page, "keepstate_console_form")
         assert form_cookie.endswith("; Secure") is secure
-        answer = console.http.post("/console/sign-in", data={"key": member, "form": form_value(page.text)},
-                                   headers={"Origin": console.url, "X-Forwarded-Proto": proto,
-                                            "Cookie": form_cookie.split(";", 1)[0]})
+        answer = console.http.post(
+            "/console/sign-in",
+            data={"key": member, "form": form_value(page.text)},
+            headers={"Origin": console.url, "X-Forwarded-Proto": proto, "Cookie": form_cookie.split(";", 1)[0]},
+        )
         assert answer.status_code == 303, answer.text
         session = cookie_named(answer, "keepstate_console")
         assert "; Path=/console/; Max-Age=43200; HttpOnly; SameSite=Strict" in session
@@ -164,7 +183,8 @@ def test_the_status_poll_answers_only_for_runs_the_caller_may_see(console: Conso
     answer = console.http.get("/console/runs/status", params={"ids": f"{own['id']},{theirs['id']},no<such>,"})
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
     assert answer.headers["cache-control"] == "no-store"
-    assert answer.json() == {"runs": {own["id"]: {"status": "queued", "updated_at": own["updated_at"]}}}
+    expected = {own["id"]: {"status": "queued", "updated_at": own["updated_at"]}}
+    assert answer.json() == {"runs": expected, "waiting": "0"}
     console.http.cookies.clear()
     refused = console.http.get("/console/runs/status", params={"ids": own["id"]})
     assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"

@@ -31,9 +31,11 @@ def cells(page: str, label: str) -> list[list[str]]:
     """The text of each cell of each body row of the table named ``label``."""
     table = page.split(f'aria-label="{label}"', 1)[1].split("</table>", 1)[0]
     body = table.split("<tbody>", 1)[1]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row,
-                                                                                        re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", body, re.S) if 'class="empty"' not in row]
+    return [
+        [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+        if 'class="empty"' not in row
+    ]
 
 
 @pytest.fixture
@@ -136,8 +138,11 @@ def test_memory_is_for_admins_as_in_the_api(console: Console, agent: str) -> Non
     session = console.api("POST", "/v0/sessions", member, json={"user": "alice"})
     console.api("POST", "/v0/runs", member, json={"agent": agent, "session_id": session["id"]})
     console.sign_in(member)
-    for url in (f"/console/agents/{agent}/memory", f"/console/agents/{agent}/memory/kb/returns",
-                f"/console/agents/{agent}/memory/users/alice/prefs"):
+    for url in (
+        f"/console/agents/{agent}/memory",
+        f"/console/agents/{agent}/memory/kb/returns",
+        f"/console/agents/{agent}/memory/users/alice/prefs",
+    ):
         answer = console.http.get(url)
         assert answer.status_code == 403, url
         assert "Prefers" not in answer.text and "Returns policy" not in answer.text
@@ -147,15 +152,15 @@ def test_memory_is_for_admins_as_in_the_api(console: Console, agent: str) -> Non
 
 
 def test_a_session_page_shows_its_user_s_folder_and_no_other(console: Console, agent: str) -> None:
-    member = console.new_key("member")[1]
-    session = console.api("POST", "/v0/sessions", member, json={"user": "alice"})
-    console.api("POST", "/v0/runs", member, json={"agent": agent, "session_id": session["id"]})
-    nobody = console.api("POST", "/v0/sessions", member, json={})
-    console.api("POST", "/v0/runs", member, json={"agent": agent, "session_id": nobody["id"]})
+    admin = console.admin  # acts for every end user (a member may name only its own)
+    session = console.api("POST", "/v0/sessions", admin, json={"user": "alice"})
+    console.api("POST", "/v0/runs", admin, json={"agent": agent, "session_id": session["id"]})
+    nobody = console.api("POST", "/v0/sessions", admin, json={})
+    console.api("POST", "/v0/runs", admin, json={"agent": agent, "session_id": nobody["id"]})
     console.sign_in(console.admin)
     page = console.http.get(f"/console/sessions/{session['id']}")
     assert page.status_code == 200
-    assert [row[0] for row in cells(page.text, "Memory of user alice")] == ["users/alice/prefs"]
+    assert [row[0] for row in cells(page.text, f"Memory of user alice in {agent}")] == ["users/alice/prefs"]
     assert "users/bob" not in page.text and "kb/returns" not in page.text
     assert f"/console/agents/{agent}/memory?prefix=users%2Falice%2F" in page.text
     without = console.http.get(f"/console/sessions/{nobody['id']}")
@@ -166,7 +171,18 @@ def test_a_session_page_shows_its_user_s_folder_and_no_other(console: Console, a
 
 def test_sizes_and_snippets_read_as_text() -> None:
     assert [views.size(n) for n in (0, 1023, 1024, 2150, 1024 * 1024 - 1, 1024 * 1024)] == [
-        "0 B", "1023 B", "1.0 KiB", "2.1 KiB", "1.0 MiB", "1.0 MiB"]
+        "0 B",
+        "1023 B",
+        "1.0 KiB",
+        "2.1 KiB",
+        "1.0 MiB",
+        "1.0 MiB",
+    ]
     assert views.snippet_parts("the **parcel** is **late**.") == [
-        ("the ", False), ("parcel", True), (" is ", False), ("late", True), (".", False)]
+        ("the ", False),
+        ("parcel", True),
+        (" is ", False),
+        ("late", True),
+        (".", False),
+    ]
     assert views.snippet_parts("**Returns** policy") == [("Returns", True), (" policy", False)]

@@ -39,7 +39,8 @@ def write(url: str) -> None:
         store.memory(AGENT, user="bob").write("users/{user}/preferences", "Preferences\nBob's parcel is secret.")
         assert store.register_session(SESSION, AGENT, user=USER)
         store.scope("session", agent=AGENT, id=SESSION).append(
-            "history", [{"role": "user", "content": "Where is my parcel 1042?"}])
+            "history", [{"role": "user", "content": "Where is my parcel 1042?"}]
+        )
 
 
 def test_an_admin_follows_a_session_to_its_user_s_memory_and_searches_it(

@@ -19,8 +19,10 @@ from serverproc import running_server
 
 SESSION, AGENT = "support-7", "helpdesk"
 OWNER_COLUMN = 2  # Session, User, Owner, ...
-FIRST = [{"role": "user", "content": "My parcel 1042 has not arrived."},
-         {"role": "assistant", "content": "Sorry about that: it left the depot this morning."}]
+FIRST = [
+    {"role": "user", "content": "My parcel 1042 has not arrived."},
+    {"role": "assistant", "content": "Sorry about that: it left the depot this morning."},
+]
 LATER = [{"role": "user", "content": "Thanks, I will wait."}]
 
 

@@ -43,6 +43,7 @@ def _append_after_heads_touched(monkeypatch: pytest.MonkeyPatch, other: HarnessS
                 started.append(thread)
                 thread.join(APPEND_LANDS_S)
             return answer
+
         return call
 
     monkeypatch.setattr(PostgresTx, "run", after(PostgresTx.run))

@@ -45,8 +45,12 @@ def test_an_existing_id_is_replaced_in_place(store: HarnessStore) -> None:
 
 def test_one_append_mixing_new_entries_and_replacements(store: HarnessStore) -> None:
     store.append("s", "log", [LogAppend("a", id="x")])
-    assert store.append("s", "log", [LogAppend("b"), LogAppend("a2", id="x"), LogAppend("c", id="y"),
-                                     LogAppend("c2", id="y")]) == 3
+    assert (
+        store.append(
+            "s", "log", [LogAppend("b"), LogAppend("a2", id="x"), LogAppend("c", id="y"), LogAppend("c2", id="y")]
+        )
+        == 3
+    )
     assert [(e.seq, e.id, e.data) for e in store.read("s", "log")] == [(1, "x", "a2"), (2, None, "b"), (3, "y", "c2")]
 
 
@@ -92,7 +96,10 @@ def test_copy_appends_the_source_keeping_ids(store: HarnessStore) -> None:
     store.copy("parent", "fork", "messages")
     entries = store.read("fork", "messages")
     assert [(e.seq, e.id, e.data) for e in entries] == [
-        (1, None, "own"), (2, "a", "p1"), (3, None, {"t": TRICKY}), (4, "c", "p3"),
+        (1, None, "own"),
+        (2, "a", "p1"),
+        (3, None, {"t": TRICKY}),
+        (4, "c", "p3"),
     ]
     source = store.read("parent", "messages")
     assert [e.created_at for e in entries[1:]] == [e.created_at for e in source]
@@ -105,7 +112,9 @@ def test_copy_replaces_entries_whose_id_the_target_has(store: HarnessStore) -> N
     store.append("fork", "messages", [LogAppend("old b", id="b"), LogAppend("plain")])
     store.copy("parent", "fork", "messages")
     assert [(e.seq, e.id, e.data) for e in store.read("fork", "messages")] == [
-        (1, "b", "new b"), (2, None, "plain"), (3, "a", "new a"),
+        (1, "b", "new b"),
+        (2, None, "plain"),
+        (3, "a", "new a"),
     ]
     store.copy("parent", "fork", "messages")
     assert store.end("fork", "messages") == 3
@@ -151,7 +160,10 @@ def test_an_id_given_twice_in_one_append_keeps_its_first_place(store: HarnessSto
     assert store.append("s", "log", [LogAppend("a", id="x"), LogAppend(TRICKY), LogAppend("a2", id="x")]) == 2
     assert store.append("s", "log", [LogAppend("z2", id="z"), LogAppend(TRICKY * 2, id="x")]) == 2
     assert [(e.seq, e.id, e.data) for e in store.read("s", "log")] == [
-        (1, "z", "z2"), (2, "x", TRICKY * 2), (3, None, TRICKY)]
+        (1, "z", "z2"),
+        (2, "x", TRICKY * 2),
+        (3, None, TRICKY),
+    ]
     assert store.end("s", "log") == 3
 
 

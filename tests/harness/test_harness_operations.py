@@ -56,7 +56,11 @@ def test_enqueue_is_idempotent_on_session_and_id(store: HarnessStore) -> None:
     first, accepted = store.enqueue(session="s1", id="op-1", input={"prompt": "hi"}, meta={"try": 1})
     assert accepted is True
     assert (first.status, first.input, first.meta, first.result, first.reason) == (
-        "queued", {"prompt": "hi"}, {"try": 1}, None, None,
+        "queued",
+        {"prompt": "hi"},
+        {"try": 1},
+        None,
+        None,
     )
     second = store.enqueue(session="s1", id="op-1", input={"prompt": "other"})
     assert second.accepted is False and second.record == first

@@ -125,10 +125,14 @@ def store_ops_in_order(url: str) -> list[Any]:
 def _append(store: HarnessStore, me: int, barrier: Barrier, n: int) -> None:
     for i in range(n):
         store.append(S, "plain", [LogAppend({"w": me, "i": i})])  # no ids: PostgreSQL's one-statement path
-        store.append(S, "log", [
-            LogAppend({"w": me, "i": i}),
-            LogAppend({"w": me, "i": i, "pad": "é😀" * 3}, id=f"shared-{i % 5}"),
-        ])
+        store.append(
+            S,
+            "log",
+            [
+                LogAppend({"w": me, "i": i}),
+                LogAppend({"w": me, "i": i, "pad": "é😀" * 3}, id=f"shared-{i % 5}"),
+            ],
+        )
 
 
 def test_appends_from_several_processes_get_distinct_positions_and_unique_ids(backend_url: str) -> None:

@@ -98,8 +98,7 @@ class StoreUpdateConversation(StoreConversation):
     (``KeepstateStore.update``, beyond BaseStore), instead of a get then a put."""
 
     def append(self, text: str) -> None:
-        self._store.update(NAMESPACE, self._key,
-                           lambda value: {"messages": [*(value or {}).get("messages", []), text]})
+        self._store.update(NAMESPACE, self._key, lambda value: {"messages": [*(value or {}).get("messages", []), text]})
 
 
 class _AsyncDriven:
@@ -136,8 +135,7 @@ class AdkConversation(_AsyncDriven):
         from google.adk.sessions.base_session_service import GetSessionConfig
 
         config = None if recent is None else GetSessionConfig(num_recent_events=recent)
-        return await self._service.get_session(app_name=self.APP, user_id=self.USER, session_id=self._id,
-                                               config=config)
+        return await self._service.get_session(app_name=self.APP, user_id=self.USER, session_id=self._id, config=config)
 
     async def _append(self, text: str) -> None:
         from google.adk.events.event import Event
@@ -145,8 +143,7 @@ class AdkConversation(_AsyncDriven):
 
         session = await self._get()
         content = types.Content(role="user", parts=[types.Part(text=text)])
-        await self._service.append_event(session, Event(invocation_id=uuid.uuid4().hex, author="user",
-                                                        content=content))
+        await self._service.append_event(session, Event(invocation_id=uuid.uuid4().hex, author="user", content=content))
 
     def append(self, text: str) -> None:
         self.run(self._append(text))
@@ -165,8 +162,13 @@ class AdkConversation(_AsyncDriven):
 
 
 def _event_texts(session: Any) -> list[str]:
-    return [part.text for event in session.events if event.content for part in event.content.parts or []
-            if part.text is not None]
+    return [
+        part.text
+        for event in session.events
+        if event.content
+        for part in event.content.parts or []
+        if part.text is not None
+    ]
 
 
 class OpenAISessionConversation(_AsyncDriven):

@@ -19,7 +19,6 @@ from keepstate.integrations.openai_agents import KeepstateSession
 
 
 class StandInSQLiteSession(KeepstateSession):
-    def __init__(self, session_id: str, db_path: str | Path = ":memory:", *,
-                 session_settings: Any = None) -> None:
+    def __init__(self, session_id: str, db_path: str | Path = ":memory:", *, session_settings: Any = None) -> None:
         url = "memory://" if str(db_path) == ":memory:" else f"sqlite:///{db_path}"
         super().__init__(session_id, url, session_settings=session_settings)

@@ -46,7 +46,8 @@ class InProcess:
     """A store for an in-process suite: ``open(request)`` enters a fresh one (fixtures such as
     ``pg_url`` come from ``request``). ``extended``: the optional conformance capabilities a saver
     must pass; ``refuses_stale``: an ADK service refuses appends through a stale session object
-    (StaleSessionError) instead of applying them on top of storage."""
+    (StaleSessionError) instead of applying them on top of storage (keepstate's applies them unless
+    they write a key another writer changed since)."""
 
     open: Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]
     extended: frozenset[str] = frozenset()
@@ -75,8 +76,10 @@ def _keepstate_checkpointer_sqlite() -> Iterator[Any]:
     """keepstate's KeepstateSaver on a fresh SQLite file."""
     from keepstate.integrations.langgraph import KeepstateSaver
 
-    with tempfile.TemporaryDirectory(prefix="keepstate-saver-") as folder, \
-            KeepstateSaver(f"sqlite:///{folder}/checkpoints.db") as saver:
+    with (
+        tempfile.TemporaryDirectory(prefix="keepstate-saver-") as folder,
+        KeepstateSaver(f"sqlite:///{folder}/checkpoints.db") as saver,
+    ):
         yield saver
 
 
@@ -136,8 +139,9 @@ async def _keepstate_adk(request: pytest.FixtureRequest, url: str) -> AsyncItera
         await service.close()
 
 
-def _keepstate_adk_on(url_of: Callable[[pytest.FixtureRequest], str]) -> Callable[
-        [pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
+def _keepstate_adk_on(
+    url_of: Callable[[pytest.FixtureRequest], str],
+) -> Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Any]]:
     """keepstate's ADK service on the store ``url_of(request)`` names."""
     return lambda request: _keepstate_adk(request, url_of(request))
 
@@ -148,14 +152,14 @@ def _keepstate_store_url(conn_string: str) -> str:
 
 
 class KeepstateSqliteStore:
-    """``SqliteStore``'s stand-in: ``from_conn_string(path, ttl=...)`` gives a KeepstateStore on it."""
+    """``SqliteStore``'s stand-in: ``from_conn_string(path, ttl=..., index=...)`` gives a KeepstateStore on it."""
 
     @staticmethod
     @contextmanager
-    def from_conn_string(conn_string: str, *, ttl: Any = None) -> Iterator[Any]:
+    def from_conn_string(conn_string: str, *, ttl: Any = None, index: Any = None) -> Iterator[Any]:
         from keepstate.integrations.langgraph.store import KeepstateStore
 
-        with KeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+        with KeepstateStore(_keepstate_store_url(conn_string), ttl=ttl, index=index) as store:
             yield store
 
 
@@ -164,10 +168,10 @@ class KeepstateAsyncSqliteStore:
 
     @staticmethod
     @asynccontextmanager
-    async def from_conn_string(conn_string: str, *, ttl: Any = None) -> AsyncIterator[Any]:
+    async def from_conn_string(conn_string: str, *, ttl: Any = None, index: Any = None) -> AsyncIterator[Any]:
         from keepstate.integrations.langgraph.store import AsyncKeepstateStore
 
-        async with AsyncKeepstateStore(_keepstate_store_url(conn_string), ttl=ttl) as store:
+        async with AsyncKeepstateStore(_keepstate_store_url(conn_string), ttl=ttl, index=index) as store:
             yield store
 
 
@@ -193,13 +197,17 @@ CONFORMANCE_SAVERS: dict[str, InProcess] = {
     "keepstate-sqlite": InProcess(_keepstate_saver("tmp_path"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
     "keepstate-postgres": InProcess(_keepstate_saver("pg_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
     "keepstate-redis": InProcess(_keepstate_saver("redis_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})),
+    "keepstate-redis-cluster": InProcess(
+        _keepstate_saver("redis_cluster_url"), frozenset({"copy_thread", "delete_for_runs", "prune"})
+    ),
 }
 ADK_SERVICES: dict[str, InProcess] = {
     "InMemorySessionService": InProcess(_in_memory_adk),
     "DatabaseSessionService-sqlite": InProcess(_database_adk_sqlite, refuses_stale=True),
     "SqliteSessionService": InProcess(_sqlite_adk, refuses_stale=True),
-    "keepstate-sqlite": InProcess(_keepstate_adk_on(
-        lambda request: f"sqlite:///{request.getfixturevalue('tmp_path') / 'keepstate.db'}")),
+    "keepstate-sqlite": InProcess(
+        _keepstate_adk_on(lambda request: f"sqlite:///{request.getfixturevalue('tmp_path') / 'keepstate.db'}")
+    ),
     "keepstate-postgres": InProcess(_keepstate_adk_on(lambda request: request.getfixturevalue("pg_url"))),
     "keepstate-redis": InProcess(_keepstate_adk_on(lambda request: request.getfixturevalue("redis_url"))),
     "keepstate-memory": InProcess(_keepstate_adk_on(lambda request: "memory://")),
@@ -214,5 +222,3 @@ def suite_stores(suite: str) -> dict[str, Any]:
 def current() -> str:
     """The target of this (subprocess) suite run."""
     return os.environ.get(TARGET_VARIABLE, "framework")
-
-

@@ -23,6 +23,7 @@ from google.genai import types
 
 import keepstate
 from keepstate.integrations.adk import KeepstateSessionService, layout
+from keepstate.integrations.adk.append import EventWrite
 from keepstate.platform import open_platform
 from keepstate.platform.models import Caller
 
@@ -30,8 +31,12 @@ APP, USER = "shop", "ada"
 
 
 def message(text: str, timestamp: float, author: str = "user") -> Event:
-    return Event(author=author, invocation_id=f"i{timestamp}", timestamp=timestamp,
-                 content=types.Content(role="user", parts=[types.Part(text=text)]))
+    return Event(
+        author=author,
+        invocation_id=f"i{timestamp}",
+        timestamp=timestamp,
+        content=types.Content(role="user", parts=[types.Part(text=text)]),
+    )
 
 
 @pytest.fixture
@@ -56,8 +61,9 @@ async def test_a_session_past_one_mebibyte_goes_on_and_reads_back_whole(service:
     assert len(record["chunks"]) >= 2
 
     async def tail(**config: float) -> list[str]:
-        found = await service.get_session(app_name=APP, user_id=USER, session_id="long",
-                                          config=GetSessionConfig(**config))
+        found = await service.get_session(
+            app_name=APP, user_id=USER, session_id="long", config=GetSessionConfig(**config)
+        )
         assert found is not None
         return texts(found.events)
 
@@ -67,7 +73,8 @@ async def test_a_session_past_one_mebibyte_goes_on_and_reads_back_whole(service:
 
 
 async def test_a_writer_whose_new_list_another_filled_first_moves_on_to_the_next(
-        sqlite_url: str, service: KeepstateSessionService, monkeypatch: pytest.MonkeyPatch) -> None:
+    sqlite_url: str, service: KeepstateSessionService, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Writer B finds the last list full and goes to a new one; before B's write lands, writer A (another
     process) has made that list and filled it. B's event goes to the list after: it is not "over 1 MiB alone"."""
     session = await service.create_session(app_name=APP, user_id=USER, session_id="long")
@@ -75,17 +82,17 @@ async def test_a_writer_whose_new_list_another_filled_first_moves_on_to_the_next
     for index, text in enumerate(sent[:3]):  # the first list nearly full
         await service.append_event(session, message(text, timestamp=index + 1))
     other = KeepstateSessionService(sqlite_url)
-    write_event = other._write_event
+    write_event = EventWrite._write
     raced: list[bool] = []
 
-    async def write_after_a_fills_the_new_list(place: Any, chunk: int, fresh: bool, *rest: Any) -> None:
+    async def write_after_a_fills_the_new_list(write: EventWrite, chunk: int, fresh: bool, *rest: Any) -> None:
         if fresh and not raced:
             raced.append(True)
             for index, text in enumerate(sent[3:], start=3):
                 await service.append_event(session, message(text, timestamp=index + 1))
-        await write_event(place, chunk, fresh, *rest)
+        await write_event(write, chunk, fresh, *rest)
 
-    monkeypatch.setattr(other, "_write_event", write_after_a_fills_the_new_list)
+    monkeypatch.setattr(EventWrite, "_write", write_after_a_fills_the_new_list)
     try:
         stale = await other.get_session(app_name=APP, user_id=USER, session_id="long")
         assert stale is not None
@@ -100,7 +107,8 @@ async def test_a_writer_whose_new_list_another_filled_first_moves_on_to_the_next
 
 
 async def test_an_event_over_one_mebibyte_alone_is_refused_and_nothing_written(
-        service: KeepstateSessionService) -> None:
+    service: KeepstateSessionService,
+) -> None:
     session = await service.create_session(app_name=APP, user_id=USER, session_id="big")
     await service.append_event(session, message("small", 1.0))
     with pytest.raises(keepstate.TooLarge):
@@ -110,13 +118,16 @@ async def test_an_event_over_one_mebibyte_alone_is_refused_and_nothing_written(
 
 
 async def test_the_console_lists_the_session_and_shows_its_events_as_a_conversation(
-        service: KeepstateSessionService) -> None:
+    service: KeepstateSessionService,
+) -> None:
     session = await service.create_session(app_name=APP, user_id=USER, session_id="chat-1")
     await service.append_event(session, message("where is my order?", 1.0))
     await service.append_event(session, message("on its way", 2.0, author="shop_agent"))
     stored = await service.store.ascope("session", agent=APP, id="chat-1").get(f"{USER}.events")
     assert [(item["role"], item["content"]) for item in stored] == [
-        ("user", "where is my order?"), ("shop_agent", "on its way")]
+        ("user", "where is my order?"),
+        ("shop_agent", "on its way"),
+    ]
     platform = await open_platform(service.store.url)
     try:
         admin = Caller("default", "admin", "key_admin")
@@ -168,14 +179,19 @@ async def test_a_whole_read_sees_a_session_another_service_deleted_and_created_a
         await writer.close()
 
 
-@pytest.mark.parametrize(("app", "user", "session_id"), [
-    ("my app", "ada@example.com", "chat #1"),
-    ("shop", "h:ada", "x" * 300),
-])
-async def test_names_outside_keepstates_key_characters(service: KeepstateSessionService, app: str, user: str,
-                                                       session_id: str) -> None:
-    session = await service.create_session(app_name=app, user_id=user, session_id=session_id,
-                                           state={"user:tier": "gold"})
+@pytest.mark.parametrize(
+    ("app", "user", "session_id"),
+    [
+        ("my app", "ada@example.com", "chat #1"),
+        ("shop", "h:ada", "x" * 300),
+    ],
+)
+async def test_names_outside_keepstates_key_characters(
+    service: KeepstateSessionService, app: str, user: str, session_id: str
+) -> None:
+    session = await service.create_session(
+        app_name=app, user_id=user, session_id=session_id, state={"user:tier": "gold"}
+    )
     await service.append_event(session, message("hi", 1.0))
     other = await service.create_session(app_name=app, user_id=user + "2", session_id=session_id)
     got = await service.get_session(app_name=app, user_id=user, session_id=session_id)
@@ -197,6 +213,7 @@ async def test_from_store_shares_the_store_and_leaves_it_open(sqlite_url: str) -
 
 def test_import_keepstate_imports_no_framework() -> None:
     code = "import sys, keepstate; print(any(name.startswith('google.adk') for name in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=Path(__file__).parent)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+    )
     assert result.stdout.strip() == "False"

@@ -11,7 +11,9 @@ rollback spies, table preparation) are not restated. It is shown right by passin
 Stale sessions: a session object loaded before another writer appended is *stale*. ADK lets a
 service either refuse an append through it (``StaleSessionError``, storage unchanged) or apply the
 append on top of what storage holds (nothing lost). Which one a service does is declared in its
-target entry (``refuses_stale``); silently dropping either write is never allowed.
+target entry (``refuses_stale``); silently dropping either write is never allowed. keepstate's
+service applies it on top unless its delta writes a key another writer changed since, which it
+refuses (test_adk_stale.py); the appends here write keys of their own.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ async def reload(service: BaseSessionService, session: Session) -> Session:
 
 # --- create, get, list, delete -------------------------------------------------------------
 
+
 async def test_unknown_session_is_none(service: BaseSessionService) -> None:
     assert await service.get_session(app_name=APP, user_id=USER, session_id="123") is None
 
@@ -84,8 +87,9 @@ async def test_create_with_an_existing_id_raises(service: BaseSessionService) ->
 async def test_list_sessions_of_one_user_with_their_state(service: BaseSessionService) -> None:
     ids = [f"session{i}" for i in range(5)]
     for session_id in ids:
-        await service.create_session(app_name=APP, user_id=USER, session_id=session_id,
-                                     state={"key": "value" + session_id})
+        await service.create_session(
+            app_name=APP, user_id=USER, session_id=session_id, state={"key": "value" + session_id}
+        )
     listed = (await service.list_sessions(app_name=APP, user_id=USER)).sessions
     assert sorted(s.id for s in listed) == ids
     assert all(s.state == {"key": "value" + s.id} for s in listed)
@@ -94,8 +98,10 @@ async def test_list_sessions_of_one_user_with_their_state(service: BaseSessionSe
 async def test_list_sessions_per_user_and_for_all_users(service: BaseSessionService) -> None:
     for user, session_id in (("user1", "s1a"), ("user1", "s1b"), ("user2", "s2a")):
         await service.create_session(app_name=APP, user_id=user, session_id=session_id, state={"key": session_id})
-    by_user = {user: {s.id: s.state for s in (await service.list_sessions(app_name=APP, user_id=user)).sessions}
-               for user in ("user1", "user2")}
+    by_user = {
+        user: {s.id: s.state for s in (await service.list_sessions(app_name=APP, user_id=user)).sessions}
+        for user in ("user1", "user2")
+    }
     assert by_user == {"user1": {"s1a": {"key": "s1a"}, "s1b": {"key": "s1b"}}, "user2": {"s2a": {"key": "s2a"}}}
     everyone = (await service.list_sessions(app_name=APP, user_id=None)).sessions
     assert {s.id: s.state["key"] for s in everyone} == {"s1a": "s1a", "s1b": "s1b", "s2a": "s2a"}
@@ -121,6 +127,7 @@ async def test_get_session_is_scoped_by_user(service: BaseSessionService) -> Non
 
 
 # --- state scopes ---------------------------------------------------------------------------
+
 
 async def test_app_state_is_shared_by_every_user_of_the_app(service: BaseSessionService) -> None:
     first = await service.create_session(app_name=APP, user_id="u1", session_id="s1", state={"app:k1": "v1"})
@@ -191,12 +198,14 @@ async def test_get_user_state(service: BaseSessionService) -> None:
 
 # --- events ---------------------------------------------------------------------------------
 
+
 async def test_append_event_round_trips_bytes(service: BaseSessionService) -> None:
     session = await service.create_session(app_name=APP, user_id=USER)
     content = types.Content(role="user", parts=[types.Part.from_bytes(data=b"\x00image", mime_type="image/png")])
     grounding = types.GroundingMetadata(search_entry_point=types.SearchEntryPoint(sdk_blob=b"blob"))
-    await service.append_event(session, Event(invocation_id="inv", author="user", content=content,
-                                              grounding_metadata=grounding))
+    await service.append_event(
+        session, Event(invocation_id="inv", author="user", content=content, grounding_metadata=grounding)
+    )
     assert session.events[0].content == content
     (stored,) = (await reload(service, session)).events
     assert (stored.content, stored.grounding_metadata) == (content, grounding)
@@ -205,14 +214,22 @@ async def test_append_event_round_trips_bytes(service: BaseSessionService) -> No
 async def test_append_event_round_trips_every_field(service: BaseSessionService) -> None:
     session = await service.create_session(app_name=APP, user_id=USER)
     event = Event(
-        invocation_id="invocation", author="user", turn_complete=True, partial=False,
+        invocation_id="invocation",
+        author="user",
+        turn_complete=True,
+        partial=False,
         content=types.Content(role="user", parts=[types.Part(text="text")]),
         actions=EventActions(artifact_delta={"file": 0}, transfer_to_agent="agent", escalate=True),
-        long_running_tool_ids={"tool1"}, error_code="error_code", error_message="error_message",
-        interrupted=True, grounding_metadata=types.GroundingMetadata(web_search_queries=["query1"]),
+        long_running_tool_ids={"tool1"},
+        error_code="error_code",
+        error_message="error_message",
+        interrupted=True,
+        grounding_metadata=types.GroundingMetadata(web_search_queries=["query1"]),
         usage_metadata=types.GenerateContentResponseUsageMetadata(
-            prompt_token_count=1, candidates_token_count=1, total_token_count=2),
-        citation_metadata=types.CitationMetadata(), custom_metadata={"custom_key": "custom_value"},
+            prompt_token_count=1, candidates_token_count=1, total_token_count=2
+        ),
+        citation_metadata=types.CitationMetadata(),
+        custom_metadata={"custom_key": "custom_value"},
         timestamp=1700000000.123,
         input_transcription=types.Transcription(text="in", finished=True),
         output_transcription=types.Transcription(text="out", finished=True),
@@ -224,8 +241,9 @@ async def test_append_event_round_trips_every_field(service: BaseSessionService)
 async def test_events_come_back_in_order(service: BaseSessionService) -> None:
     session = await service.create_session(app_name=APP, user_id=USER)
     for index in range(20):
-        await service.append_event(session, Event(invocation_id=f"inv{index}", author="user",
-                                                  timestamp=session.last_update_time + 1))
+        await service.append_event(
+            session, Event(invocation_id=f"inv{index}", author="user", timestamp=session.last_update_time + 1)
+        )
     assert [e.invocation_id for e in (await reload(service, session)).events] == [f"inv{i}" for i in range(20)]
 
 
@@ -253,14 +271,16 @@ async def test_append_to_a_session_that_does_not_exist_raises(service: BaseSessi
 
 # --- GetSessionConfig -----------------------------------------------------------------------
 
+
 async def test_get_session_config_filters_events(service: BaseSessionService) -> None:
     session = await service.create_session(app_name=APP, user_id=USER)
     for stamp in range(1, 6):
         await service.append_event(session, Event(author="user", timestamp=stamp))
 
     async def stamps(**config: float) -> list[float]:
-        got = await service.get_session(app_name=APP, user_id=USER, session_id=session.id,
-                                        config=GetSessionConfig(**config))
+        got = await service.get_session(
+            app_name=APP, user_id=USER, session_id=session.id, config=GetSessionConfig(**config)
+        )
         assert got is not None
         return [e.timestamp for e in got.events]
 
@@ -277,16 +297,19 @@ async def test_get_session_config_keeps_the_whole_state(service: BaseSessionServ
     session = await service.create_session(app_name=APP, user_id=USER)
     for index in range(4):
         await service.append_event(session, delta_event(f"i{index}", {f"k{index}": index}, timestamp=index + 1))
-    got = await service.get_session(app_name=APP, user_id=USER, session_id=session.id,
-                                    config=GetSessionConfig(num_recent_events=1))
+    got = await service.get_session(
+        app_name=APP, user_id=USER, session_id=session.id, config=GetSessionConfig(num_recent_events=1)
+    )
     assert got is not None and len(got.events) == 1
     assert got.state == {"k0": 0, "k1": 1, "k2": 2, "k3": 3}
 
 
 # --- stale sessions -------------------------------------------------------------------------
 
+
 async def test_an_append_through_a_stale_session_is_refused_or_applied_whole(
-        service: BaseSessionService, adk_target: targets.InProcess) -> None:
+    service: BaseSessionService, adk_target: targets.InProcess
+) -> None:
     now = time.time()
     original = await service.create_session(app_name=APP, user_id=USER)
     await service.append_event(original, delta_event("inv1", {"sk1": "v1"}, timestamp=now + 1))
@@ -307,7 +330,8 @@ async def test_an_append_through_a_stale_session_is_refused_or_applied_whole(
 
 
 async def test_two_writers_on_one_snapshot_never_lose_silently(
-        service: BaseSessionService, adk_target: targets.InProcess) -> None:
+    service: BaseSessionService, adk_target: targets.InProcess
+) -> None:
     session = await service.create_session(app_name=APP, user_id=USER)
     rounds, landed = 8, 0
     for index in range(rounds):
@@ -315,8 +339,9 @@ async def test_two_writers_on_one_snapshot_never_lose_silently(
         copies = (latest.model_copy(deep=True), latest.model_copy(deep=True))
         base = latest.last_update_time + 10
         events = [delta_event(f"inv{index}-{n}", {f"sk{index}-{n}": n}, timestamp=base + n) for n in (1, 2)]
-        results = await asyncio.gather(*(service.append_event(c, e) for c, e in zip(copies, events, strict=True)),
-                                       return_exceptions=True)
+        results = await asyncio.gather(
+            *(service.append_event(c, e) for c, e in zip(copies, events, strict=True)), return_exceptions=True
+        )
         errors = [r for r in results if isinstance(r, BaseException)]
         assert all(isinstance(error, StaleSessionError) for error in errors), errors
         assert len(errors) <= (1 if adk_target.refuses_stale else 0), errors

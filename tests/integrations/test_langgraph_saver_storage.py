@@ -35,7 +35,8 @@ def _messages_blob(saver: KeepstateSaver, thread_id: str) -> dict[str, Any]:
     assert latest is not None
     version = latest.checkpoint["channel_versions"]["messages"]
     record: dict[str, Any] = saver.store.scope("session", agent=keys.AGENT, id=thread_id).get(
-        keys.blob("", "messages", version))
+        keys.blob("", "messages", version)
+    )
     return record
 
 
@@ -88,9 +89,15 @@ def test_the_thread_is_a_registered_session_holding_a_readable_conversation(tmp_
 def test_plain_values_are_stored_as_readable_json(tmp_path: Path) -> None:
     with KeepstateSaver(_url(tmp_path)) as saver:
         config = {"configurable": {"thread_id": "plain", "checkpoint_ns": ""}}
-        checkpoint = {"v": 1, "id": str(uuid.uuid4()), "ts": "2026-12-01T00:00:00+00:00",
-                      "channel_values": {"plan": {"steps": ["a", "b"]}}, "channel_versions": {"plan": 1},
-                      "versions_seen": {}, "updated_channels": None}
+        checkpoint = {
+            "v": 1,
+            "id": str(uuid.uuid4()),
+            "ts": "2026-12-01T00:00:00+00:00",
+            "channel_values": {"plan": {"steps": ["a", "b"]}},
+            "channel_versions": {"plan": 1},
+            "versions_seen": {},
+            "updated_channels": None,
+        }
         saver.put(config, checkpoint, {"source": "input", "step": -1}, {"plan": 1})  # type: ignore[arg-type]
         stored = saver.store.scope("session", agent=keys.AGENT, id="plain").get(keys.blob("", "plan", 1))
         assert stored == {"v": {"t": "msgpack", "j": {"steps": ["a", "b"]}}}

@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import two_writers
 
+from backends import declaring, fresh_url
 from keepstate.integrations.langgraph.store import KeepstateStore
 
 NAMESPACE = ("docs", "shared")
@@ -25,11 +27,11 @@ PARTS = 200
 _spawn = multiprocessing.get_context("spawn")
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return str(request.getfixturevalue({"postgres": "pg_url", "redis": "redis_url"}[request.param]))
+@pytest.fixture(params=declaring("shared"))
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh store URL that several processes can share."""
+    with fresh_url(request.param, tmp_path) as url:
+        yield url
 
 
 def _whole(value: dict[str, Any]) -> bool:

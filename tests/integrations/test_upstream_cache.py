@@ -29,8 +29,9 @@ def test_an_empty_cache_without_network_says_what_it_tried(offline: Path, monkey
 
 
 @pytest.mark.parametrize(("required", "outcome"), [(False, pytest.skip.Exception), (True, pytest.fail.Exception)])
-def test_require_skips_or_fails(offline: Path, monkeypatch: pytest.MonkeyPatch, required: bool,
-                                outcome: type[BaseException]) -> None:
+def test_require_skips_or_fails(
+    offline: Path, monkeypatch: pytest.MonkeyPatch, required: bool, outcome: type[BaseException]
+) -> None:
     monkeypatch.setenv("KEEPSTATE_UPSTREAM_CACHE", str(offline / "cache"))
     monkeypatch.setattr(upstream, "REQUIRE_SERVICES", required)
     with pytest.raises(outcome, match="cannot download"):

@@ -14,8 +14,10 @@ import upstream_run
 
 SAMPLES = {
     "langgraph": ("test_invoke_checkpoint_two or test_dynamic_interrupt", {"ProbeSaver"}),
-    "langgraph-checkpoint-sqlite": ("test_batch_get_ops or test_abatch_order or test_ttl_basic",
-                                    {"ProbeStore", "ProbeAsyncStore"}),
+    "langgraph-checkpoint-sqlite": (
+        "test_batch_get_ops or test_abatch_order or test_ttl_basic",
+        {"ProbeStore", "ProbeAsyncStore"},
+    ),
     "openai-agents": ("test_sqlite_session_memory_direct or test_session_limit_parameter", {"ProbeSession"}),
 }
 

@@ -50,8 +50,10 @@ class Outcome:
 
     def describe(self) -> str:
         errors = ", ".join(f"{count} × {name}" for name, count in self.errors.most_common()) or "no error raised"
-        return (f"{self.sent} sent, {self.unique} kept ({self.lost} lost, {100 * self.lost / self.sent:.0f}%), "
-                f"{self.duplicated} duplicated; {errors}; {self.seconds:.1f} s")
+        return (
+            f"{self.sent} sent, {self.unique} kept ({self.lost} lost, {100 * self.lost / self.sent:.0f}%), "
+            f"{self.duplicated} duplicated; {errors}; {self.seconds:.1f} s"
+        )
 
 
 def _writer(opener: str, location: str, writer: int, per_writer: int, ready: Any, out: Any) -> None:
@@ -71,8 +73,9 @@ def race(opener: str, location: str, writers: int = 2, per_writer: int = 500) ->
     """Run the writers to the end and count what the conversation kept."""
     conversations.OPENERS[opener](location, CONVERSATION).close()  # create the store and conversation first
     ready, out = _spawn.Barrier(writers), _spawn.Queue()
-    processes = [_spawn.Process(target=_writer, args=(opener, location, n, per_writer, ready, out))
-                 for n in range(writers)]
+    processes = [
+        _spawn.Process(target=_writer, args=(opener, location, n, per_writer, ready, out)) for n in range(writers)
+    ]
     started = time.perf_counter()
     for process in processes:
         process.start()
@@ -112,8 +115,10 @@ class PopOutcome:
 
     def describe(self) -> str:
         errors = ", ".join(f"{count} × {name}" for name, count in self.errors.most_common()) or "no error raised"
-        return (f"{self.items} items, {len(set(self.popped))} popped once or more, {self.twice} popped twice, "
-                f"{self.left} left, {self.lost} gone unreturned; {errors}")
+        return (
+            f"{self.items} items, {len(set(self.popped))} popped once or more, {self.twice} popped twice, "
+            f"{self.left} left, {self.lost} gone unreturned; {errors}"
+        )
 
 
 def _popper(opener: str, location: str, ready: Any, out: Any) -> None:

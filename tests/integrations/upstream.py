@@ -52,10 +52,14 @@ SDISTS = {
     sdist.name: sdist
     for sdist in (
         Sdist("langgraph", "1.2.22", "32700dc34b5cf9ebb397258c2e56392f017d4dbc51c9591339225c3c1b7b5126"),
-        Sdist("langgraph-checkpoint-sqlite", "3.1.2",
-              "4e3f376fa6f192d6ad2a1a4643b039986f1593552ef870e9e45281575de6fbf2"),
-        Sdist("langgraph-checkpoint-conformance", "0.0.2",
-              "6718e00937bf2f04cdfd2cdfabea23e1dabb79a534ff4c127f305f6b40dad4e0"),
+        Sdist(
+            "langgraph-checkpoint-sqlite", "3.1.2", "4e3f376fa6f192d6ad2a1a4643b039986f1593552ef870e9e45281575de6fbf2"
+        ),
+        Sdist(
+            "langgraph-checkpoint-conformance",
+            "0.0.2",
+            "6718e00937bf2f04cdfd2cdfabea23e1dabb79a534ff4c127f305f6b40dad4e0",
+        ),
         Sdist("openai-agents", "0.24.0", "4b4b285f4fed81fdf1b4ac426a9101658d9cd29b4fb1aaeee18f639b77e704e3"),
     )
 }
@@ -111,7 +115,8 @@ def _check_installed(sdist: Sdist) -> None:
     if installed != sdist.version:
         raise UpstreamUnavailable(
             f"{sdist.name} {installed} is installed but its tests are pinned at {sdist.version}: "
-            "run `make install` (constraints.txt) or move the pin in tests/integrations/upstream.py")
+            "run `make install` (constraints.txt) or move the pin in tests/integrations/upstream.py"
+        )
 
 
 def _download(sdist: Sdist, root: Path) -> Path:
@@ -125,8 +130,19 @@ def _download(sdist: Sdist, root: Path) -> Path:
 
 
 def _fetch(sdist: Sdist, root: Path, scratch: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-               "--dest", str(scratch), f"{sdist.name}=={sdist.version}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--dest",
+        str(scratch),
+        f"{sdist.name}=={sdist.version}",
+    ]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
     except subprocess.TimeoutExpired as error:
@@ -136,7 +152,8 @@ def _fetch(sdist: Sdist, root: Path, scratch: Path) -> Path:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
         raise UpstreamUnavailable(
             f"cannot download the {sdist.folder} sdist into the empty cache {root} "
-            f"(pip exited {result.returncode}): {' | '.join(tail) or 'no archive'}")
+            f"(pip exited {result.returncode}): {' | '.join(tail) or 'no archive'}"
+        )
     digest = hashlib.sha256(archives[0].read_bytes()).hexdigest()
     if digest != sdist.sha256:
         raise UpstreamUnavailable(f"{archives[0].name} has sha256 {digest}, pinned {sdist.sha256}")

@@ -1,7 +1,7 @@
 """Fixtures of the server suite: real ``keepstate serve`` processes over SQLite, and an ``Api`` helper.
 
 ``server`` is one process per test module (tests isolate themselves with fresh keys and sessions);
-``lease_server`` runs with a 1 s invocation lease for the lease tests.
+``lease_server`` runs with a 2 s invocation lease for the lease tests (a beat every 0.2 s keeps it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
 @pytest.fixture(scope="module")
 def lease_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
     path: Path = tmp_path_factory.mktemp("lease")
-    with running_server(f"sqlite:///{path / 'lease.db'}", lease=1) as info:
+    with running_server(f"sqlite:///{path / 'lease.db'}", lease=2) as info:
         yield info
 
 
@@ -52,8 +52,21 @@ def server_env_key(server: ServerInfo) -> str:
     args = [str(arg) for arg in server.process.args]  # type: ignore[union-attr]
     store = args[args.index("--store") + 1]
     out = subprocess.run(
-        [sys.executable, "-c", "from keepstate.cli import main; main(prog_name='keepstate')",
-         "keys", "create", "--env", "other", "--role", "admin", "--store", store],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from keepstate.cli import main; main(prog_name='keepstate')",
+            "keys",
+            "create",
+            "--env",
+            "other",
+            "--role",
+            "admin",
+            "--store",
+            store,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip()

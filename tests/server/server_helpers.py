@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import httpx
 
 from serverproc import ServerInfo
+
+
+def error_of(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The body of an error answer, checked to carry ``status`` and ``code`` with a message."""
+    assert answer.status_code == status, answer.text
+    body: dict[str, Any] = answer.json()
+    assert body["error"] == code and isinstance(body["message"], str)
+    return body
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -22,10 +31,12 @@ class Api:
 
     def __init__(self, info: ServerInfo) -> None:
         self.url = info.url
-        self.http = httpx.Client(base_url=info.url, timeout=30)
+        self.http = httpx.Client(base_url=info.url, timeout=60)
         self.admin = bearer(info.admin_key)
         self.member = bearer(self.new_key("member"))
         self.worker = bearer(self.new_key("worker"))
+        self.user = f"u-{secrets.token_hex(6)}"
+        """An end user of this client's member alone (an end user belongs to the member that names it first)."""
 
     def new_key(self, role: str) -> str:
         answer = self.http.post("/v0/keys", json={"role": role}, headers=self.admin)
@@ -46,8 +57,9 @@ class Api:
         return run
 
     def claim(self, *agents: str, wait: float = 2) -> dict[str, Any]:
-        answer = self.http.post("/v0/invocations/claim", json={"agents": list(agents), "wait": wait},
-                                headers=self.worker)
+        answer = self.http.post(
+            "/v0/invocations/claim", json={"agents": list(agents), "wait": wait}, headers=self.worker
+        )
         assert answer.status_code == 200, answer.text
         claimed: dict[str, Any] = answer.json()
         return claimed

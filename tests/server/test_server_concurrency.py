@@ -24,8 +24,9 @@ def test_many_threads_starting_turns_in_one_session_exactly_one_wins(api: Api) -
     def start(_: int) -> int:
         with httpx.Client(base_url=api.url, timeout=30) as client:
             barrier.wait()
-            return client.post("/v0/runs", json={"agent": "race", "session_id": session_id},
-                               headers=api.member).status_code
+            return client.post(
+                "/v0/runs", json={"agent": "race", "session_id": session_id}, headers=api.member
+            ).status_code
 
     with ThreadPoolExecutor(16) as pool:
         statuses = Counter(pool.map(start, range(16)))
@@ -40,8 +41,7 @@ def _drain(url: str, worker: dict[str, str], agent: str, out: list[str]) -> None
                 return
             inv = answer.json()
             out.append(inv["run_id"])
-            done = client.post(f"/v0/invocations/{inv['id']}/complete", json={"output": 1},
-                               headers=token(inv["token"]))
+            done = client.post(f"/v0/invocations/{inv['id']}/complete", json={"output": 1}, headers=token(inv["token"]))
             assert done.status_code == 200
 
 
@@ -51,8 +51,10 @@ def test_claims_are_exclusive_across_two_server_processes(tmp_path: Path) -> Non
         api = Api(one)
         run_ids = {api.start("job")["id"] for _ in range(60)}
         claimed: list[list[str]] = [[] for _ in range(8)]
-        threads = [threading.Thread(target=_drain, args=((one, two)[i % 2].url, api.worker, "job", claimed[i]))
-                   for i in range(8)]
+        threads = [
+            threading.Thread(target=_drain, args=((one, two)[i % 2].url, api.worker, "job", claimed[i]))
+            for i in range(8)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -76,8 +78,9 @@ def test_compare_and_set_loops_over_http_count_exactly(api: Api) -> None:
                 while True:
                     got = client.get("/v0/state/agent/n", headers=headers)
                     value, version = (got.json()["value"], got.json()["version"]) if got.status_code == 200 else (0, 0)
-                    put = client.put("/v0/state/agent/n", json={"value": value + 1, "if_version": version},
-                                     headers=headers)
+                    put = client.put(
+                        "/v0/state/agent/n", json={"value": value + 1, "if_version": version}, headers=headers
+                    )
                     if put.status_code == 200:
                         break
                     assert put.json()["error"] == "version_conflict"
@@ -114,8 +117,7 @@ def test_claim_wait_wakes_when_a_run_is_queued(api: Api) -> None:
 
     def wait_claim() -> None:
         with httpx.Client(base_url=api.url, timeout=30) as client:
-            got.append(client.post("/v0/invocations/claim", json={"agents": ["late"], "wait": 10},
-                                   headers=api.worker))
+            got.append(client.post("/v0/invocations/claim", json={"agents": ["late"], "wait": 10}, headers=api.worker))
 
     thread = threading.Thread(target=wait_claim)
     thread.start()

@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
 
-import httpx
 import pytest
-from server_helpers import Api, bearer, token
+from server_helpers import Api, bearer, error_of, token
 
 MIB = 1024 * 1024
-
-
-def error_of(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert answer.status_code == status, answer.text
-    body: dict[str, Any] = answer.json()
-    assert body["error"] == code and isinstance(body["message"], str)
-    return body
 
 
 @pytest.fixture
 def live(api: Api) -> dict[str, str]:
     """A run token of a running invocation (with a session and a user)."""
-    session_id = api.session(user="u-1")
+    session_id = api.session(user=api.user)
     api.start("errs", session_id=session_id)
     return token(api.claim("errs")["token"])
 
@@ -33,15 +24,18 @@ def test_invalid_key(api: Api, live: dict[str, str]) -> None:
     error_of(api.http.get("/v0/state/agent?prefix=a%2Fb", headers=live), 400, "invalid_key")
 
 
-@pytest.mark.parametrize(("body", "path"), [
-    (b'{"value": NaN}', "$.value"),
-    (b'{"value": [1, 1e400]}', "$.value[1]"),
-    (b'{"value": {"n": 9223372036854775808}}', "$.value.n"),
-    (b'{"value": "a\\u0000b"}', "$.value"),
-    (b'{"value": {"s": "\\ud800"}}', "$.value.s"),
-    (b"not json", "$"),
-    (b"[" * 200 + b"]" * 200, None),
-])
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        (b'{"value": NaN}', "$.value"),
+        (b'{"value": [1, 1e400]}', "$.value[1]"),
+        (b'{"value": {"n": 9223372036854775808}}', "$.value.n"),
+        (b'{"value": "a\\u0000b"}', "$.value"),
+        (b'{"value": {"s": "\\ud800"}}', "$.value.s"),
+        (b"not json", "$"),
+        (b"[" * 200 + b"]" * 200, None),
+    ],
+)
 def test_invalid_value_with_path(api: Api, live: dict[str, str], body: bytes, path: str | None) -> None:
     answer = api.http.put("/v0/state/agent/k", content=body, headers=live)
     found = error_of(answer, 400, "invalid_value")
@@ -72,8 +66,9 @@ def test_invalid_request(api: Api, live: dict[str, str]) -> None:
     error_of(api.http.get("/v0/state/galaxy/k", headers=live), 400, "invalid_request")
     error_of(api.http.post("/v0/runs", json={"input": 1}, headers=api.member), 400, "invalid_request")
     error_of(api.http.post("/v0/state/agent/l/append", json={"items": 5}, headers=live), 400, "invalid_request")
-    error_of(api.http.put("/v0/state/agent/k", json={"value": 1, "if_version": -1}, headers=live), 400,
-             "invalid_request")
+    error_of(
+        api.http.put("/v0/state/agent/k", json={"value": 1, "if_version": -1}, headers=live), 400, "invalid_request"
+    )
 
 
 def test_unauthorized(api: Api) -> None:
@@ -95,15 +90,15 @@ def test_not_found(api: Api, live: dict[str, str]) -> None:
     error_of(api.http.get("/v0/sessions/nope", headers=api.member), 404, "not_found")
     error_of(api.http.get("/v0/runs/nope", headers=api.member), 404, "not_found")
     error_of(api.http.get("/v0/no/such/route"), 404, "not_found")
-    error_of(api.http.post("/v0/runs", json={"agent": "a", "session_id": "nope"}, headers=api.member), 404,
-             "not_found")
+    error_of(api.http.post("/v0/runs", json={"agent": "a", "session_id": "nope"}, headers=api.member), 404, "not_found")
     assert api.http.delete("/v0/state/agent/absent", headers=live).status_code == 204
 
 
 def test_version_conflict_with_current_version(api: Api, live: dict[str, str]) -> None:
     assert api.http.put("/v0/state/agent/cas", json={"value": 1}, headers=live).json() == {"version": 1}
-    found = error_of(api.http.put("/v0/state/agent/cas", json={"value": 2, "if_version": 0}, headers=live),
-                     409, "version_conflict")
+    found = error_of(
+        api.http.put("/v0/state/agent/cas", json={"value": 2, "if_version": 0}, headers=live), 409, "version_conflict"
+    )
     assert found["current_version"] == 1
     found = error_of(api.http.delete("/v0/state/agent/cas?if_version=7", headers=live), 409, "version_conflict")
     assert found["current_version"] == 1
@@ -126,10 +121,14 @@ def test_no_session_and_no_user(api: Api) -> None:
 def test_session_busy_and_not_held(api: Api) -> None:
     session_id = api.session()
     run = api.start("busy", session_id=session_id)
-    error_of(api.http.post("/v0/runs", json={"agent": "busy", "session_id": session_id}, headers=api.member),
-             409, "session_busy")
-    error_of(api.http.post(f"/v0/runs/{run['id']}/decision", json={"approved": True}, headers=api.member),
-             409, "not_held")
+    error_of(
+        api.http.post("/v0/runs", json={"agent": "busy", "session_id": session_id}, headers=api.member),
+        409,
+        "session_busy",
+    )
+    error_of(
+        api.http.post(f"/v0/runs/{run['id']}/decision", json={"approved": True}, headers=api.member), 409, "not_held"
+    )
 
 
 def test_too_large_value_append_and_body(api: Api, live: dict[str, str]) -> None:
@@ -146,8 +145,10 @@ def test_too_large_body_refused_before_it_is_read_whole(api: Api, live: dict[str
     """A body announced at 1 GiB is refused at once, without the client sending it."""
     host, port = api.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        head = (f"PUT /v0/state/agent/k HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                f"x-agentos-run-token: {live['x-agentos-run-token']}\r\nContent-Length: {2**30}\r\n\r\n")
+        head = (
+            f"PUT /v0/state/agent/k HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"x-agentos-run-token: {live['x-agentos-run-token']}\r\nContent-Length: {2**30}\r\n\r\n"
+        )
         sock.sendall(head.encode() + b'{"value": "')
         answer = _read_answer(sock)
     assert answer.startswith("HTTP/1.1 413") and "too_large" in answer

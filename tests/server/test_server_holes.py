@@ -38,8 +38,9 @@ def test_a_session_id_created_again_starts_empty_and_the_old_held_run_is_cancell
 
     decided = api.http.post(f"/v0/runs/{run_a['id']}/decision", json={"approved": True}, headers=api.member)
     assert decided.status_code == 409 and decided.json()["error"] == "not_held"
-    assert api.http.post("/v0/runs", json={"agent": "reuse-g", "session_id": sid},
-                         headers=member_b).status_code == 202  # never blocked by A's old run
+    assert (
+        api.http.post("/v0/runs", json={"agent": "reuse-g", "session_id": sid}, headers=member_b).status_code == 202
+    )  # never blocked by A's old run
 
 
 @pytest.mark.parametrize("path", ["victim%2Fappend", "victim%2fappend", "a%2Fb", "%2E%2E%2Fx", "k%00"])
@@ -48,11 +49,13 @@ def test_an_encoded_slash_is_part_of_the_key_never_a_route_step(api: Api, path: 
     api.start("slash", session_id=session_id)
     headers = token(api.claim("slash")["token"])
     assert api.http.put("/v0/state/session/victim", json={"value": [0]}, headers=headers).status_code == 200
-    for method, url, body in (("POST", f"/v0/state/session/{path}", {"items": [1]}),
-                              ("PUT", f"/v0/state/session/{path}", {"value": 1}),
-                              ("GET", f"/v0/state/session/{path}", None),
-                              ("DELETE", f"/v0/state/session/{path}", None),
-                              ("POST", f"/v0/state/session/{path}/append", {"items": [1]})):
+    for method, url, body in (
+        ("POST", f"/v0/state/session/{path}", {"items": [1]}),
+        ("PUT", f"/v0/state/session/{path}", {"value": 1}),
+        ("GET", f"/v0/state/session/{path}", None),
+        ("DELETE", f"/v0/state/session/{path}", None),
+        ("POST", f"/v0/state/session/{path}/append", {"items": [1]}),
+    ):
         answer = api.http.request(method, url, json=body, headers=headers)
         assert answer.status_code in (400, 405), (method, url, answer.text)
         if answer.status_code == 400:
@@ -79,29 +82,41 @@ def test_invocation_calls_check_the_token_before_the_body(
     assert api.end(inv, output=1).status_code == 200  # the real token still works
 
 
-@pytest.mark.parametrize(("method", "path"), [
-    ("PUT", "/v0/state/agent/k"), ("POST", "/v0/state/agent/k/append"), ("POST", "/v0/runs"),
-    ("POST", "/v0/sessions"), ("POST", "/v0/keys"), ("POST", "/v0/invocations/claim"),
-    ("POST", "/v0/runs/r/decision"), ("POST", "/v0/runs/r/cancel"),
-])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("PUT", "/v0/state/agent/k"),
+        ("POST", "/v0/state/agent/k/append"),
+        ("POST", "/v0/runs"),
+        ("POST", "/v0/sessions"),
+        ("POST", "/v0/keys"),
+        ("POST", "/v0/invocations/claim"),
+        ("POST", "/v0/runs/r/decision"),
+        ("POST", "/v0/runs/r/cancel"),
+    ],
+)
 @pytest.mark.parametrize("body", [NAN, b"x" * (3 * MIB)], ids=["nan", "huge"])
-def test_every_route_refuses_a_missing_credential_before_its_body(api: Api, method: str, path: str,
-                                                                  body: bytes) -> None:
+def test_every_route_refuses_a_missing_credential_before_its_body(
+    api: Api, method: str, path: str, body: bytes
+) -> None:
     answer = api.http.request(method, path, content=body, headers={"Authorization": "Bearer ks_forged"})
     assert answer.status_code == 401, (method, path, answer.text)
     answer = api.http.request(method, path, content=body)
     assert answer.status_code == 401, (method, path, answer.text)
 
 
-@pytest.mark.parametrize(("method", "path", "allowed"), [
-    ("DELETE", "/v0/runs", {"GET", "HEAD", "POST"}),
-    ("PUT", "/v0/sessions", {"GET", "HEAD", "POST"}),
-    ("POST", "/v0/sessions/s1", {"GET", "HEAD", "PATCH", "DELETE"}),
-    ("PATCH", "/v0/keys", {"GET", "HEAD", "POST"}),
-    ("POST", "/v0/state/session/k", {"GET", "HEAD", "PUT", "PATCH", "DELETE"}),
-    ("PUT", "/v0/state/session", {"GET", "HEAD"}),
-    ("GET", "/v0/state/session/k/append", {"POST"}),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("DELETE", "/v0/runs", {"GET", "HEAD", "POST"}),
+        ("PUT", "/v0/sessions", {"GET", "HEAD", "POST"}),
+        ("POST", "/v0/sessions/s1", {"GET", "HEAD", "PATCH", "DELETE"}),
+        ("PATCH", "/v0/keys", {"GET", "HEAD", "POST"}),
+        ("POST", "/v0/state/session/k", {"GET", "HEAD", "PUT", "PATCH", "DELETE"}),
+        ("PUT", "/v0/state/session", {"GET", "HEAD"}),
+        ("GET", "/v0/state/session/k/append", {"POST"}),
+    ],
+)
 def test_a_405_lists_every_method_of_the_path(api: Api, method: str, path: str, allowed: set[str]) -> None:
     answer = api.http.request(method, path, headers=api.member)
     assert answer.status_code == 405, answer.text

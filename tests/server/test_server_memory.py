@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
-from server_helpers import Api, token
+from server_helpers import Api, error_of, token
 
 MIB = 1024 * 1024
 
@@ -15,16 +14,9 @@ MIB = 1024 * 1024
 def live(api: Api) -> dict[str, str]:
     """A run token of a running invocation of a fresh agent, with an end user."""
     agent = f"mem-{api.new_key('member')[-8:].replace('_', 'x').replace('-', 'x')}"
-    session_id = api.session(user="u-1")
+    session_id = api.session(user=api.user)
     api.start(agent, session_id=session_id)
     return token(api.claim(agent)["token"])
-
-
-def error_of(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert answer.status_code == status, answer.text
-    body: dict[str, Any] = answer.json()
-    assert body["error"] == code and isinstance(body["message"], str)
-    return body
 
 
 def test_a_document_answers_every_field(api: Api, live: dict[str, str]) -> None:
@@ -47,8 +39,9 @@ def test_listing_pages_with_next_and_after(api: Api, live: dict[str, str]) -> No
         api.http.put(f"/v0/memory/list/{n}", json={"text": str(n)}, headers=live)
     first = api.http.get("/v0/memory", params={"prefix": "list/", "limit": 2}, headers=live).json()
     assert [d["path"] for d in first["documents"]] == ["list/0", "list/1"] and first["next"] == "list/1"
-    second = api.http.get("/v0/memory/", params={"prefix": "list/", "limit": 2, "after": first["next"]},
-                          headers=live).json()
+    second = api.http.get(
+        "/v0/memory/", params={"prefix": "list/", "limit": 2, "after": first["next"]}, headers=live
+    ).json()
     assert [d["path"] for d in second["documents"]] == ["list/2", "list/3"]
     last = api.http.get("/v0/memory", params={"prefix": "list/", "after": "list/3"}, headers=live).json()
     assert [d["path"] for d in last["documents"]] == ["list/4"] and last["next"] is None
@@ -67,41 +60,47 @@ def test_search_answers_hits_best_first(api: Api, live: dict[str, str]) -> None:
     assert found["hits"][0]["score"] > found["hits"][1]["score"]
     many = api.http.post("/v0/memory/search", json={"query": "refund", "limit": 1000}, headers=live)
     assert many.status_code == 200  # clamped to 50
-    error_of(api.http.post("/v0/memory/search", json={"query": "refund", "limit": 0}, headers=live), 400,
-             "invalid_request")
+    error_of(
+        api.http.post("/v0/memory/search", json={"query": "refund", "limit": 0}, headers=live), 400, "invalid_request"
+    )
     error_of(api.http.post("/v0/memory/search", json={"query": 'a "b'}, headers=live), 400, "invalid_request")
     error_of(api.http.post("/v0/memory/search", json={"query": 7}, headers=live), 400, "invalid_request")
     error_of(api.http.post("/v0/memory/search", json={}, headers=live), 400, "invalid_request")
-    error_of(api.http.post("/v0/memory/search", json={"query": "x", "prefix": 3}, headers=live), 400,
-             "invalid_request")
-    error_of(api.http.post("/v0/memory/search", json={"query": "x", "limit": True}, headers=live), 400,
-             "invalid_request")
+    error_of(api.http.post("/v0/memory/search", json={"query": "x", "prefix": 3}, headers=live), 400, "invalid_request")
+    error_of(
+        api.http.post("/v0/memory/search", json={"query": "x", "limit": True}, headers=live), 400, "invalid_request"
+    )
 
 
 def test_search_is_a_post_and_search_is_also_a_document_name(api: Api, live: dict[str, str]) -> None:
     assert api.http.put("/v0/memory/search", json={"text": "a document called search"}, headers=live).json() == {
-        "version": 1}
+        "version": 1
+    }
     assert api.http.get("/v0/memory/search", headers=live).json()["text"] == "a document called search"
     wrong = api.http.post("/v0/memory/notes/a", json={}, headers=live)
     error_of(wrong, 405, "invalid_request")
     assert set(wrong.headers["allow"].replace(" ", "").split(",")) >= {"GET", "PUT", "DELETE"}
 
 
-@pytest.mark.parametrize(("body", "status", "code", "path"), [
-    ({}, 400, "invalid_request", None),
-    ({"text": None}, 400, "invalid_request", None),
-    ({"text": ["x"]}, 400, "invalid_request", None),
-    ({"text": "x", "metadata": [1]}, 400, "invalid_request", None),
-    ({"text": "x", "metadata": "m"}, 400, "invalid_request", None),
-    ({"text": "x", "if_version": -1}, 400, "invalid_request", None),
-    ({"text": "x", "if_version": "1"}, 400, "invalid_request", None),
-    ({"text": "a\u0000b"}, 400, "invalid_value", "$.text"),
-    ({"text": "x", "metadata": {"a": "b\u0000"}}, 400, "invalid_value", "$.metadata.a"),
-    ({"text": "x" * (MIB + 1)}, 413, "too_large", None),
-    ({"text": "x", "metadata": {"m": "x" * 16 * 1024}}, 413, "too_large", None),
-])
-def test_bad_writes_are_refused_with_their_code(api: Api, live: dict[str, str], body: dict[str, Any], status: int,
-                                                code: str, path: str | None) -> None:
+@pytest.mark.parametrize(
+    ("body", "status", "code", "path"),
+    [
+        ({}, 400, "invalid_request", None),
+        ({"text": None}, 400, "invalid_request", None),
+        ({"text": ["x"]}, 400, "invalid_request", None),
+        ({"text": "x", "metadata": [1]}, 400, "invalid_request", None),
+        ({"text": "x", "metadata": "m"}, 400, "invalid_request", None),
+        ({"text": "x", "if_version": -1}, 400, "invalid_request", None),
+        ({"text": "x", "if_version": "1"}, 400, "invalid_request", None),
+        ({"text": "a\u0000b"}, 400, "invalid_value", "$.text"),
+        ({"text": "x", "metadata": {"a": "b\u0000"}}, 400, "invalid_value", "$.metadata.a"),
+        ({"text": "x" * (MIB + 1)}, 413, "too_large", None),
+        ({"text": "x", "metadata": {"m": "x" * 16 * 1024}}, 413, "too_large", None),
+    ],
+)
+def test_bad_writes_are_refused_with_their_code(
+    api: Api, live: dict[str, str], body: dict[str, Any], status: int, code: str, path: str | None
+) -> None:
     found = error_of(api.http.put("/v0/memory/bad", json=body, headers=live), status, code)
     if path is not None:
         assert found["path"] == path
@@ -112,11 +111,13 @@ def test_bad_deletes_and_guards(api: Api, live: dict[str, str]) -> None:
     api.http.put("/v0/memory/guarded", json={"text": "x"}, headers=live)
     error_of(api.http.delete("/v0/memory/guarded", params={"if_version": "x"}, headers=live), 400, "invalid_request")
     error_of(api.http.delete("/v0/memory/guarded", params={"if_version": "-1"}, headers=live), 400, "invalid_request")
-    conflict = error_of(api.http.delete("/v0/memory/guarded", params={"if_version": 9}, headers=live), 409,
-                        "version_conflict")
+    conflict = error_of(
+        api.http.delete("/v0/memory/guarded", params={"if_version": 9}, headers=live), 409, "version_conflict"
+    )
     assert conflict["current_version"] == 1
-    stale = error_of(api.http.put("/v0/memory/guarded", json={"text": "y", "if_version": 0}, headers=live), 409,
-                     "version_conflict")
+    stale = error_of(
+        api.http.put("/v0/memory/guarded", json={"text": "y", "if_version": 0}, headers=live), 409, "version_conflict"
+    )
     assert stale["current_version"] == 1
     assert api.http.delete("/v0/memory/guarded", params={"if_version": 1}, headers=live).status_code == 204
 

@@ -1,4 +1,4 @@
-"""One end user's memory never reaches another's run: attacked over HTTP, on SQLite and PostgreSQL.
+"""One end user's memory never reaches another's run: attacked over HTTP, on every shared store.
 
 Two sessions of two end users (``alice``, the attacker, and ``bob``, the victim) each run the same
 agent with a real run token. Bob's run files a secret in his folder; then Alice's run tries every
@@ -11,22 +11,19 @@ or only her own and shared documents, and Bob's secret is unchanged and alone in
 from __future__ import annotations
 
 import http.client
-import importlib.util
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_helpers import Api, token
 
+from backends import declaring, fresh_url
 from serverproc import ServerInfo, running_server
 
 SECRET = "Bob's gate code is zebra-4711\nonly for bob"
@@ -34,38 +31,12 @@ SECRET_PATH = "users/bob/gate"
 AGENT = "concierge"
 
 
-def _root_conftest() -> Any:
-    """The suite's root conftest, for its PostgreSQL address and its skip rule (both are ``conftest``)."""
-    spec = importlib.util.spec_from_file_location("keepstate_tests_root_conftest_iso",
-                                                  Path(__file__).resolve().parents[1] / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_ROOT = _root_conftest()
-PG_ADMIN_URL: str = _ROOT.PG_ADMIN_URL
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=declaring("platform", "documents", "shared"))
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
-    """This module's server, on SQLite and on PostgreSQL (it stands in for the suite's ``server``, so
-    the suite's fixtures built on it, ``server_env_key``, serve both)."""
-    if request.param == "sqlite":
-        with running_server(f"sqlite:///{tmp_path_factory.mktemp('iso') / 'iso.db'}") as info:
-            yield info
-        return
-    _ROOT.need_service("PostgreSQL", PG_ADMIN_URL, 5432)
-    schema = f"ks_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        with running_server(f"{PG_ADMIN_URL}?options={quote(f'-csearch_path={schema}')}") as info:
-            yield info
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    """This module's server, on every store a server can share with the CLI (it stands in for the
+    suite's ``server``, so the suite's fixtures built on it, ``server_env_key``, serve each)."""
+    with fresh_url(request.param, tmp_path_factory.mktemp("iso")) as url, running_server(url) as info:
+        yield info
 
 
 @dataclass
@@ -87,10 +58,16 @@ def scene(server: ServerInfo) -> Iterator[Scene]:
     api = Api(server)
     found = Scene(api, run_token(api, "alice"), run_token(api, "bob"), run_token(api, None))
     assert api.http.put("/v0/memory/users/%7Buser%7D/gate", json={"text": SECRET}, headers=found.bob).status_code == 200
-    assert api.http.put("/v0/memory/users/{user}/diary", json={"text": "alice's zebra diary"},
-                        headers=found.alice).status_code == 200
-    assert api.http.put("/v0/memory/kb/zebra", json={"text": "Zebra facts for everyone"},
-                        headers=found.alice).status_code == 200
+    assert (
+        api.http.put(
+            "/v0/memory/users/{user}/diary", json={"text": "alice's zebra diary"}, headers=found.alice
+        ).status_code
+        == 200
+    )
+    assert (
+        api.http.put("/v0/memory/kb/zebra", json={"text": "Zebra facts for everyone"}, headers=found.alice).status_code
+        == 200
+    )
     yield found
     api.close()
 
@@ -111,8 +88,9 @@ def raw(info_url: str, method: str, path: str, headers: dict[str, str], body: An
 
 def bob_is_intact(scene: Scene) -> None:
     """Bob's secret is as he wrote it (version 1), and nothing else is in his folder."""
-    listed = scene.api.http.get("/v0/agents/concierge/memory", params={"prefix": "users/bob/"},
-                                headers=scene.api.admin).json()
+    listed = scene.api.http.get(
+        "/v0/agents/concierge/memory", params={"prefix": "users/bob/"}, headers=scene.api.admin
+    ).json()
     assert [(d["path"], d["version"]) for d in listed["documents"]] == [(SECRET_PATH, 1)]
     found = scene.api.http.get(f"/v0/memory/{SECRET_PATH}", headers=scene.bob).json()
     assert found["text"] == SECRET
@@ -190,10 +168,35 @@ def test_no_spelling_reads_writes_or_deletes_another_users_document(scene: Scene
 
 
 PREFIXES = [
-    "", "u", "users", "users/", "users/b", "users/bob", "users/bob/", "users/bob/g", "users/{user}/../bob/",
-    "users//bob/", "users/Bob/", "Users/bob/", "users/%62ob/", "users/bob%2F", "/users/bob/", "users/./bob/",
-    "users/{user}", "users/{user}/", "users/alice", "users/alice/", "users/al", "kb/../users/bob/",
-    "users/bob\x00/", "users/*", "users/%", "users/_", "users/b%", "users/bob' OR '1'='1", "users/[b]ob/",
+    "",
+    "u",
+    "users",
+    "users/",
+    "users/b",
+    "users/bob",
+    "users/bob/",
+    "users/bob/g",
+    "users/{user}/../bob/",
+    "users//bob/",
+    "users/Bob/",
+    "Users/bob/",
+    "users/%62ob/",
+    "users/bob%2F",
+    "/users/bob/",
+    "users/./bob/",
+    "users/{user}",
+    "users/{user}/",
+    "users/alice",
+    "users/alice/",
+    "users/al",
+    "kb/../users/bob/",
+    "users/bob\x00/",
+    "users/*",
+    "users/%",
+    "users/_",
+    "users/b%",
+    "users/bob' OR '1'='1",
+    "users/[b]ob/",
 ]
 
 
@@ -235,8 +238,12 @@ def test_a_child_run_keeps_its_parents_folder(scene: Scene) -> None:
 
 def test_run_tokens_never_open_the_callers_routes(scene: Scene) -> None:
     http = scene.api.http
-    for path in ("/v0/agents/concierge/memory", f"/v0/agents/concierge/memory/{SECRET_PATH}",
-                 f"/v0/users/bob/memory/concierge/{SECRET_PATH}", "/v0/users/bob/memory/concierge"):
+    for path in (
+        "/v0/agents/concierge/memory",
+        f"/v0/agents/concierge/memory/{SECRET_PATH}",
+        f"/v0/users/bob/memory/concierge/{SECRET_PATH}",
+        "/v0/users/bob/memory/concierge",
+    ):
         assert http.get(path, headers=scene.alice).status_code == 401, path
         assert http.put(path + "/x", json={"text": "x"}, headers=scene.alice).status_code == 401, path
     for root in ("/v0/agents/concierge/memory", "/v0/users/bob/memory/concierge"):
@@ -272,19 +279,48 @@ def test_credentials_are_checked_before_bodies(scene: Scene) -> None:
         assert http.put(path, content=b"{", headers={}).status_code == 401
 
 
-PIECES = ["users", "bob", "Bob", "alice", "{user}", "%7Buser%7D", "..", ".", "%2E%2E", "%2F", "/", "//", "%00",
-          "gate", "%62ob", "%252F", "\\", "kb", "zebra", "%2e", "?", "#", "%", ";", ":"]
+PIECES = [
+    "users",
+    "bob",
+    "Bob",
+    "alice",
+    "{user}",
+    "%7Buser%7D",
+    "..",
+    ".",
+    "%2E%2E",
+    "%2F",
+    "/",
+    "//",
+    "%00",
+    "gate",
+    "%62ob",
+    "%252F",
+    "\\",
+    "kb",
+    "zebra",
+    "%2e",
+    "?",
+    "#",
+    "%",
+    ";",
+    ":",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=8),
-       method=st.sampled_from(["GET", "PUT", "DELETE"]), who=st.sampled_from(["alice", "anonymous"]))
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=8),
+    method=st.sampled_from(["GET", "PUT", "DELETE"]),
+    who=st.sampled_from(["alice", "anonymous"]),
+)
 def test_random_spellings_never_reach_bobs_folder(scene: Scene, pieces: list[str], method: str, who: str) -> None:
     spelling = "/".join(pieces).replace("#", "%23").replace("?", "%3F")
     headers = scene.alice if who == "alice" else scene.anonymous
     before = user_folders(scene)
-    status, answer = raw(scene.api.url, method, f"/v0/memory/{spelling}", headers,
-                         {"text": "pwned"} if method == "PUT" else None)
+    status, answer = raw(
+        scene.api.url, method, f"/v0/memory/{spelling}", headers, {"text": "pwned"} if method == "PUT" else None
+    )
     assert status < 500, (spelling, status, answer)
     assert not leaks(answer), (spelling, answer)
     after = user_folders(scene)
@@ -295,8 +331,9 @@ def test_random_spellings_never_reach_bobs_folder(scene: Scene, pieces: list[str
 
 def user_folders(scene: Scene) -> list[str]:
     """Every document under ``users/``, as the agent's admin sees them."""
-    listed = scene.api.http.get("/v0/agents/concierge/memory", params={"prefix": "users/", "limit": 1000},
-                                headers=scene.api.admin).json()
+    listed = scene.api.http.get(
+        "/v0/agents/concierge/memory", params={"prefix": "users/", "limit": 1000}, headers=scene.api.admin
+    ).json()
     return [doc["path"] for doc in listed["documents"]]
 
 

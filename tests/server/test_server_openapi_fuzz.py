@@ -68,3 +68,5 @@ def _no_long_polls(case: schemathesis.Case[Any]) -> None:
         case.query["wait"] = "0.1"
     if isinstance(case.body, dict) and "wait" in case.body:
         case.body["wait"] = 0.1
+    if isinstance(case.body, dict) and "wait_ms" in case.body:
+        case.body["wait_ms"] = 100

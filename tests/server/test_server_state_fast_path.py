@@ -10,6 +10,7 @@ by ``get`` does, on every platform store.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, MutableMapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,14 +20,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from server_helpers import bearer, token
 
-from backends import declaring
+from backends import declaring, fresh_url
 from keepstate.platform.state import StateApi
 from keepstate.server.app import create_app
 from keepstate.server.state_routes import match_state
 
 ROOT = "root"
-SEGMENTS = ["", "a", "k.1", "append", "pop", "batch", "state", "v0", "a%20b", "a%2Fb", "a%2fappend", "%C3%A9", "%FF",
-            "x" * 201]
+SEGMENTS = [
+    "",
+    "a",
+    "k.1",
+    "append",
+    "pop",
+    "batch",
+    "state",
+    "v0",
+    "a%20b",
+    "a%2Fb",
+    "a%2fappend",
+    "%C3%A9",
+    "%FF",
+    "x" * 201,
+]
 METHODS = ["GET", "PUT", "DELETE", "POST", "PATCH", "HEAD"]
 
 
@@ -81,20 +96,14 @@ def test_callers_prefixes_match_the_same_shapes() -> None:
 
 
 @pytest.fixture(params=declaring("platform"))
-async def client(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(_store_url(request), bootstrap_admin=True, admin_key=ROOT)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as found,
-    ):
-        yield found
-
-
-def _store_url(request: pytest.FixtureRequest) -> str:
-    name = request.param
-    if name == "memory":
-        return "memory://"
-    return str(request.getfixturevalue({"sqlite": "sqlite_url", "postgres": "pg_url"}[name]))
+async def client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    with fresh_url(request.param, tmp_path) as url:
+        app = create_app(url, bootstrap_admin=True, admin_key=ROOT)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as found,
+        ):
+            yield found
 
 
 async def _claim(client: httpx.AsyncClient, session: bool = False) -> dict[str, Any]:
@@ -128,16 +137,15 @@ async def test_the_one_statement_read_answers_like_the_plain_read(client: httpx.
     assert missing.status_code == 404
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"])
-async def test_a_token_ended_elsewhere_is_refused_before_its_request_is_judged(
-    store: str, request: pytest.FixtureRequest
-) -> None:
+@pytest.mark.parametrize("backend_url", declaring("platform", "shared"), indirect=True)
+async def test_a_token_ended_elsewhere_is_refused_before_its_request_is_judged(backend_url: str) -> None:
     """Ended through a second app on the same store, the token stays known to the first: its
     next GET takes the one-statement read, which must still answer 401 before anything else."""
-    url = str(request.getfixturevalue(f"{store.replace('postgres', 'pg')}_url"))
+    url = backend_url
     first, second = (create_app(url, bootstrap_admin=True, admin_key=ROOT) for _ in range(2))
     async with (
-        first.router.lifespan_context(first), second.router.lifespan_context(second),
+        first.router.lifespan_context(first),
+        second.router.lifespan_context(second),
         httpx.AsyncClient(transport=httpx.ASGITransport(first), base_url="http://test") as client,
         httpx.AsyncClient(transport=httpx.ASGITransport(second), base_url="http://test") as other,
     ):
@@ -191,7 +199,11 @@ async def test_a_client_gone_mid_body_gets_no_answer_and_is_counted() -> None:
             sent.append(message)
 
         scope = {
-            "type": "http", "method": "PUT", "path": "/v0/state/run/k", "root_path": "", "query_string": b"",
+            "type": "http",
+            "method": "PUT",
+            "path": "/v0/state/run/k",
+            "root_path": "",
+            "query_string": b"",
             "headers": [(b"x-agentos-run-token", inv["token"].encode()), (b"content-length", b"20")],
         }
         await app(scope, receive, send)

@@ -46,8 +46,9 @@ async def _key(http: httpx.AsyncClient, role: str) -> dict[str, str]:
     return bearer(answer.json()["key"])
 
 
-async def _run(http: httpx.AsyncClient, member: dict[str, str], agent: str = "v2", user: str | None = "u-1"
-               ) -> tuple[str, str, dict[str, str]]:
+async def _run(
+    http: httpx.AsyncClient, member: dict[str, str], agent: str = "v2", user: str | None = "u-1"
+) -> tuple[str, str, dict[str, str]]:
     """A session of ``member``, a run of ``agent`` in it, claimed: (session id, run id, token headers)."""
     session = (await http.post("/v0/sessions", json={"user": user}, headers=member)).json()["id"]
     run = (await http.post("/v0/runs", json={"agent": agent, "session_id": session}, headers=member)).json()
@@ -68,11 +69,19 @@ async def test_lists_in_part_trim_and_pop_over_http(http: httpx.AsyncClient) -> 
     for start in range(0, 50, 10):
         await http.post("/v0/state/session/h/append", json={"items": list(range(start, start + 10))}, headers=run)
     assert (await http.get("/v0/state/session/h?tail=3", headers=run)).json() == {
-        "items": [47, 48, 49], "version": 5, "length": 50}
+        "items": [47, 48, 49],
+        "version": 5,
+        "length": 50,
+    }
     assert (await http.get("/v0/state/session/h?start=10&limit=2", headers=run)).json() == {
-        "items": [10, 11], "version": 5, "length": 50}
+        "items": [10, 11],
+        "version": 5,
+        "length": 50,
+    }
     assert (await http.post("/v0/state/session/h/trim", json={"keep_last": 5}, headers=run)).json() == {
-        "version": 6, "length": 5}
+        "version": 6,
+        "length": 5,
+    }
     assert (await http.post("/v0/state/session/h/pop", headers=run)).json() == {"item": 49, "version": 7, "length": 4}
     _error(await http.get("/v0/state/session/absent?tail=2", headers=run), 404, "not_found")
     _error(await http.post("/v0/state/session/absent/pop", json={}, headers=run), 404, "not_found")
@@ -86,7 +95,9 @@ async def test_incr_patch_and_expiry_over_http(http: httpx.AsyncClient) -> None:
     _, _, run = await _run(http, bearer(ROOT))
     assert (await http.post("/v0/state/agent/n/incr", headers=run)).json() == {"value": 1, "version": 1}
     assert (await http.post("/v0/state/agent/n/incr", json={"by": -5}, headers=run)).json() == {
-        "value": -4, "version": 2}
+        "value": -4,
+        "version": 2,
+    }
     await http.put("/v0/state/agent/s", json={"value": "text"}, headers=run)
     _error(await http.post("/v0/state/agent/s/incr", json={}, headers=run), 409, "not_an_integer")
     await http.put("/v0/state/agent/max", json={"value": 2**63 - 1}, headers=run)
@@ -94,77 +105,129 @@ async def test_incr_patch_and_expiry_over_http(http: httpx.AsyncClient) -> None:
     _error(await http.post("/v0/state/agent/n/incr", json={"by": 1.5}, headers=run), 400, "invalid_request")
     patched = await http.patch("/v0/state/agent/doc", json={"patch": {"a": {"b": 1}, "c": None}}, headers=run)
     assert patched.json() == {"value": {"a": {"b": 1}}, "version": 1}
-    _error(await http.patch("/v0/state/agent/doc", json={"patch": {}, "if_version": 9}, headers=run), 409,
-           "version_conflict")
+    _error(
+        await http.patch("/v0/state/agent/doc", json={"patch": {}, "if_version": 9}, headers=run),
+        409,
+        "version_conflict",
+    )
     put = await http.put("/v0/state/agent/t", json={"value": 1, "ttl_seconds": 60}, headers=run)
     assert put.status_code == 200
     got = (await http.get("/v0/state/agent/t", headers=run)).json()
     assert set(got) == {"value", "version", "expires_at"} and got["expires_at"] > 0
     assert "expires_at" not in (await http.get("/v0/state/agent/n", headers=run)).json()
-    _error(await http.put("/v0/state/agent/t", json={"value": 1, "ttl_seconds": 0}, headers=run), 400,
-           "invalid_request")
+    _error(
+        await http.put("/v0/state/agent/t", json={"value": 1, "ttl_seconds": 0}, headers=run), 400, "invalid_request"
+    )
 
 
 async def test_a_batch_over_http_answers_each_op_or_writes_nothing(http: httpx.AsyncClient) -> None:
     _, _, run = await _run(http, bearer(ROOT))
     await http.put("/v0/state/run/progress", json={"value": 1}, headers=run)
-    done = await http.post("/v0/state/batch", json={"ops": [
-        {"op": "put", "scope": "run", "key": "progress", "value": 2, "if_version": 1},
-        {"op": "append", "scope": "session", "key": "outbox", "items": [{"to": "x"}]},
-        {"op": "incr", "scope": "agent", "key": "sent", "by": 2},
-        {"op": "patch", "scope": "user", "key": "prefs", "patch": {"lang": "ar"}},
-        {"op": "trim", "scope": "session", "key": "outbox", "keep_last": 5},
-        {"op": "delete", "scope": "run", "key": "absent"},
-    ]}, headers=run)
-    assert done.json() == {"results": [
-        {"version": 2}, {"version": 1, "length": 1}, {"value": 2, "version": 1},
-        {"value": {"lang": "ar"}, "version": 1}, {"version": 2, "length": 1}, {}]}
-    conflict = _error(await http.post("/v0/state/batch", json={"ops": [
-        {"op": "put", "scope": "run", "key": "progress", "value": 3, "if_version": 1},
-        {"op": "put", "scope": "agent", "key": "fresh", "value": 3},
-        {"op": "incr", "scope": "agent", "key": "sent", "if_version": 7},
-    ]}, headers=run), 409, "version_conflict")
+    done = await http.post(
+        "/v0/state/batch",
+        json={
+            "ops": [
+                {"op": "put", "scope": "run", "key": "progress", "value": 2, "if_version": 1},
+                {"op": "append", "scope": "session", "key": "outbox", "items": [{"to": "x"}]},
+                {"op": "incr", "scope": "agent", "key": "sent", "by": 2},
+                {"op": "patch", "scope": "user", "key": "prefs", "patch": {"lang": "ar"}},
+                {"op": "trim", "scope": "session", "key": "outbox", "keep_last": 5},
+                {"op": "delete", "scope": "run", "key": "absent"},
+            ]
+        },
+        headers=run,
+    )
+    assert done.json() == {
+        "results": [
+            {"version": 2},
+            {"version": 1, "length": 1},
+            {"value": 2, "version": 1},
+            {"value": {"lang": "ar"}, "version": 1},
+            {"version": 2, "length": 1},
+            {},
+        ]
+    }
+    conflict = _error(
+        await http.post(
+            "/v0/state/batch",
+            json={
+                "ops": [
+                    {"op": "put", "scope": "run", "key": "progress", "value": 3, "if_version": 1},
+                    {"op": "put", "scope": "agent", "key": "fresh", "value": 3},
+                    {"op": "incr", "scope": "agent", "key": "sent", "if_version": 7},
+                ]
+            },
+            headers=run,
+        ),
+        409,
+        "version_conflict",
+    )
     assert conflict["conflicts"] == [
         {"index": 0, "scope": "run", "key": "progress", "current_version": 2},
         {"index": 2, "scope": "agent", "key": "sent", "current_version": 1},
     ]
     assert (await http.get("/v0/state/agent/fresh", headers=run)).status_code == 404
-    failed = _error(await http.post("/v0/state/batch", json={"ops": [
-        {"op": "put", "scope": "agent", "key": "fresh", "value": 3},
-        {"op": "append", "scope": "run", "key": "progress", "items": [1]},
-    ]}, headers=run), 409, "not_a_list")
+    failed = _error(
+        await http.post(
+            "/v0/state/batch",
+            json={
+                "ops": [
+                    {"op": "put", "scope": "agent", "key": "fresh", "value": 3},
+                    {"op": "append", "scope": "run", "key": "progress", "items": [1]},
+                ]
+            },
+            headers=run,
+        ),
+        409,
+        "not_a_list",
+    )
     assert failed["index"] == 1
     assert (await http.get("/v0/state/agent/fresh", headers=run)).status_code == 404
-    bad = _error(await http.post("/v0/state/batch", json={"ops": [{"op": "put", "scope": "galaxy", "key": "k",
-                                                                    "value": 1}]}, headers=run), 400, "invalid_request")
+    bad = _error(
+        await http.post(
+            "/v0/state/batch", json={"ops": [{"op": "put", "scope": "galaxy", "key": "k", "value": 1}]}, headers=run
+        ),
+        400,
+        "invalid_request",
+    )
     assert bad["index"] == 0
     _error(await http.post("/v0/state/batch", json={"ops": []}, headers=run), 400, "invalid_request")
-    _error(await http.post("/v0/state/batch", json={"ops": [{"op": "put", "scope": "run", "key": f"k{n}", "value": n}
-                                                            for n in range(101)]}, headers=run), 400,
-           "invalid_request")
+    _error(
+        await http.post(
+            "/v0/state/batch",
+            json={"ops": [{"op": "put", "scope": "run", "key": f"k{n}", "value": n} for n in range(101)]},
+            headers=run,
+        ),
+        400,
+        "invalid_request",
+    )
 
 
 async def test_callers_read_and_write_the_state_their_agents_see(http: httpx.AsyncClient) -> None:
     member = await _key(http, "member")
     session, run_id, run = await _run(http, member, agent="chat", user="cust-9")
-    await http.post("/v0/state/session/history/append", json={"items": [{"role": "user", "content": "hi"}]},
-                    headers=run)
+    await http.post(
+        "/v0/state/session/history/append", json={"items": [{"role": "user", "content": "hi"}]}, headers=run
+    )
     await http.put("/v0/state/run/progress", json={"value": {"step": 1}}, headers=run)
     await http.put("/v0/state/agent/visits", json={"value": 3}, headers=run)
     await http.put("/v0/state/user/prefs", json={"value": {"lang": "ar"}}, headers=run)
     prefix = f"/v0/sessions/{session}/state/chat"
     assert (await http.get(f"{prefix}/history?tail=5", headers=member)).json()["items"] == [
-        {"role": "user", "content": "hi"}]
-    grown = await http.post(f"{prefix}/history/append", json={"items": [{"role": "assistant", "content": "yo"}]},
-                            headers=member)
+        {"role": "user", "content": "hi"}
+    ]
+    grown = await http.post(
+        f"{prefix}/history/append", json={"items": [{"role": "assistant", "content": "yo"}]}, headers=member
+    )
     assert grown.json() == {"version": 2, "length": 2}
     assert (await http.get("/v0/state/session/history", headers=run)).json()["version"] == 2  # the agent sees it
-    assert (await http.get(f"{prefix}/", headers=member)).json() == {"keys": [{"key": "history", "version": 2}],
-                                                                     "next": None}
+    assert (await http.get(f"{prefix}/", headers=member)).json() == {
+        "keys": [{"key": "history", "version": 2}],
+        "next": None,
+    }
     assert (await http.get(f"/v0/runs/{run_id}/state/progress", headers=member)).json()["value"] == {"step": 1}
     assert (await http.get("/v0/agents/chat/state/visits", headers=bearer(ROOT))).json()["value"] == 3
-    assert (await http.get("/v0/users/cust-9/state/chat/prefs", headers=bearer(ROOT))).json()["value"] == {
-        "lang": "ar"}
+    assert (await http.get("/v0/users/cust-9/state/chat/prefs", headers=bearer(ROOT))).json()["value"] == {"lang": "ar"}
     assert (await http.post("/v0/agents/chat/state/visits/incr", headers=bearer(ROOT))).json()["value"] == 4
 
 
@@ -181,10 +244,14 @@ async def test_callers_see_only_what_the_api_lets_them_see(http: httpx.AsyncClie
         _error(await http.get(path, headers=owner), 403, "forbidden")
         _error(await http.put(path, content=b"x" * 100, headers=bearer("ks_forged")), 401, "unauthorized")
     _error(await http.get("/v0/sessions/nope/state/chat/k", headers=owner), 404, "not_found")
-    _error(await http.post(f"/v0/sessions/{session}/state/chat/a%2Fappend", json={"items": [1]}, headers=owner),
-           405, "invalid_request")
-    _error(await http.put(f"/v0/sessions/{session}/state/chat/a%2Fb", json={"value": 1}, headers=owner), 400,
-           "invalid_key")
+    _error(
+        await http.post(f"/v0/sessions/{session}/state/chat/a%2Fappend", json={"items": [1]}, headers=owner),
+        405,
+        "invalid_request",
+    )
+    _error(
+        await http.put(f"/v0/sessions/{session}/state/chat/a%2Fb", json={"value": 1}, headers=owner), 400, "invalid_key"
+    )
     _error(await http.get(f"/v0/sessions/{session}/state/bad agent/k", headers=owner), 400, "invalid_key")
 
 

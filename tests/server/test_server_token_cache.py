@@ -36,8 +36,10 @@ async def two_apps(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, htt
     first = create_app(url, bootstrap_admin=True, admin_key=ROOT)
     second = create_app(url, bootstrap_admin=True, admin_key=ROOT)
     async with (
-        first.router.lifespan_context(first), second.router.lifespan_context(second),
-        await _client(first) as a, await _client(second) as b,
+        first.router.lifespan_context(first),
+        second.router.lifespan_context(second),
+        await _client(first) as a,
+        await _client(second) as b,
     ):
         yield a, b, str(tmp_path / "shared.db")
 
@@ -110,8 +112,10 @@ async def test_a_token_ended_directly_in_the_store_is_refused_at_once(
 def test_a_token_ended_through_another_server_process_is_refused_at_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'procs.db'}"
     with (
-        running_server(url, admin_key=ROOT) as one, running_server(url, admin_key=ROOT) as two,
-        httpx.Client(base_url=one.url, timeout=30) as first, httpx.Client(base_url=two.url, timeout=30) as second,
+        running_server(url, admin_key=ROOT) as one,
+        running_server(url, admin_key=ROOT) as two,
+        httpx.Client(base_url=one.url, timeout=30) as first,
+        httpx.Client(base_url=two.url, timeout=30) as second,
     ):
         first.post("/v0/runs", json={"agent": "p"}, headers=bearer(ROOT)).raise_for_status()
         inv = first.post("/v0/invocations/claim", json={"agents": ["p"]}, headers=bearer(ROOT)).json()

@@ -8,18 +8,20 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from backends import declaring
+from backends import SERVED, declaring
 from keepstate.sessions import SessionStore
 from serverproc import free_port
 
 __all__ = ["free_port"]  # re-exported for the session tests
 
-ALL = declaring("leases")
-SHARED = declaring("leases", "shared")  # backends several processes can share
+STORES = declaring("leases")  # the stores themselves
+ALL = STORES + SERVED  # and the session store a server serves over them
+SHARED = declaring("leases", "shared") + SERVED  # what several processes can share
 
 
 class Proxy:
@@ -60,8 +62,6 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.transport.abort()
 
 
-
-
 def with_port(url: str, port: int) -> str:
     """``url`` pointed at ``port`` on 127.0.0.1 (same user, database, query)."""
     parts = urlsplit(url)
@@ -81,7 +81,10 @@ WORKER = Path(__file__).with_name("sessions_worker.py")
 def spawn(*args: str) -> subprocess.Popen[str]:
     """Start the test worker in its own Python process."""
     return subprocess.Popen(
-        [sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(WORKER), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -99,32 +102,46 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
     return report
 
 
-async def wait_for_file(path: Path, timeout: float = 30) -> None:
+async def wait_for_file(path: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} never appeared"
         await asyncio.sleep(0.02)
 
 
+@dataclass
+class DeafRenewals:
+    """What ``deaf_renewals`` lets a test see and steer: a renewal began, it swallowed a cancellation,
+    it may go on (set by the test), it ended."""
 
-async def deaf_renewals(store: SessionStore, delay: float) -> list[float]:
-    """Make ``store``'s real renewals take ``delay`` seconds and ignore a cancellation meanwhile, as a
-    driver that loses one does (psycopg_pool's wait on Python 3.11): transact must not depend on it.
-    The list returned gets the loop time of each renewal's end."""
+    began: asyncio.Event = field(default_factory=asyncio.Event)
+    swallowed: asyncio.Event = field(default_factory=asyncio.Event)
+    go_on: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def deaf_renewals(store: SessionStore, go_on: bool = True) -> DeafRenewals:
+    """Make ``store``'s renewals lose a cancellation, as a driver that swallows one does (psycopg_pool's
+    wait on Python 3.11): each renewal waits until it is cancelled, swallows that, then (once ``go_on``
+    is set: at once when ``go_on``) makes the real renewal. transact must not depend on the cancel."""
     facet = await store.leases.facet()
     renew = facet.renew
-    ended: list[float] = []
+    steps = DeafRenewals()
+    if go_on:
+        steps.go_on.set()
 
     async def deaf(id: str, token: int, ttl_ms: int) -> bool:
-        loop = asyncio.get_running_loop()
-        done_at = loop.time() + delay
-        while (left := done_at - loop.time()) > 0:
+        steps.began.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()  # only a cancellation ends this, and it is swallowed
+        steps.swallowed.set()
+        while not steps.go_on.is_set():
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.sleep(left)
+                await steps.go_on.wait()
         try:
             return await renew(id, token, ttl_ms)
         finally:
-            ended.append(loop.time())
+            steps.ended.set()
 
     facet.renew = deaf  # type: ignore[method-assign]
-    return ended
+    return steps

@@ -1,7 +1,7 @@
 """A runtime instance in its own process, driven by the session-store tests.
 
     sessions_worker.py confirm URL GO READY LEDGER CONCURRENCY SID...   # race to confirm each session
-    sessions_worker.py pause URL SID READY LEASE                        # hold a lease, then write late
+    sessions_worker.py pause URL SID READY LEASE LATE                   # hold a lease; write once LATE appears
     sessions_worker.py effect URL SID READY                             # die (SIGKILL) inside an effect
     sessions_worker.py hold URL SID READY GO                            # hold SID until GO appears
     sessions_worker.py block URL SID READY UNTIL                        # block the loop inside transact
@@ -24,9 +24,13 @@ from keepstate import KeepstateError
 from keepstate.sessions import LeaseLost, SessionManager, SessionState, SessionStore, open_session_store
 
 CONFIG = "cfg-1"
+HANG_S = 60
+"""Bounds a wait for something that must happen (a file the test makes), so a broken test fails instead of hanging."""
+LONG_LEASE_S = 60
+"""A lease no stall of a loaded machine outlives: where no other process must take it over."""
 
 
-async def wait_for(path: Path, timeout: float = 30) -> None:
+async def wait_for(path: Path, timeout: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         if time.monotonic() > deadline:
@@ -51,7 +55,8 @@ async def confirm_once(manager: SessionManager, sid: str, ledger: Path) -> str:
 
 
 async def confirm(url: str, go: str, ready: str, ledger: str, concurrency: str, *sids: str) -> dict[str, Any]:
-    store = open_session_store(url, lease_seconds=2, wait_timeout=60)
+    # a short lease would let the other process take a session over while a holder's renewal is delayed
+    store = open_session_store(url, lease_seconds=LONG_LEASE_S, wait_timeout=HANG_S)
     manager = SessionManager(store, CONFIG, ttl_seconds=600)
     await store.get(sids[0])  # connect before the race starts
     Path(ready).touch()
@@ -78,12 +83,12 @@ async def transact_outcome(store: SessionStore, sid: str, operation: Callable[[]
     return {"outcome": outcome}
 
 
-async def pause(url: str, sid: str, ready: str, lease: str) -> dict[str, Any]:
+async def pause(url: str, sid: str, ready: str, lease: str, late: str) -> dict[str, Any]:
     store = open_session_store(url, lease_seconds=float(lease), wait_timeout=30)
 
     async def operation() -> str:
-        Path(ready).touch()  # the test SIGSTOPs us now, past the lease
-        await asyncio.sleep(3 * float(lease))
+        Path(ready).touch()  # the test SIGSTOPs us now, and lets us go on past the lease
+        await wait_for(Path(late), timeout=120)
         await store.set(sid, SessionState(state={"by": "late-worker"}))
         return "wrote"
 
@@ -103,7 +108,7 @@ async def hold(url: str, sid: str, ready: str, go: str) -> dict[str, Any]:
 
     async def operation() -> str:
         Path(ready).touch()
-        await wait_for(Path(go), timeout=15)
+        await wait_for(Path(go))
         return "overlapped"
 
     try:
@@ -133,7 +138,7 @@ def block_loop(until: str) -> None:
     if until.replace(".", "", 1).isdigit():
         time.sleep(float(until))
         return
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_S
     while not Path(until).exists() and time.monotonic() < deadline:
         time.sleep(0.01)
 

@@ -17,7 +17,9 @@ DEMO = Path(__file__).parents[2] / "examples" / "booking" / "run_demo.py"
 def test_booking_demo_books_once_across_two_workers(backend_url: str) -> None:
     done = subprocess.run(
         [sys.executable, str(DEMO), "--store", backend_url, "--confirmations", "8"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"bookings": 1, "booked_replies": 1}

@@ -7,16 +7,22 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from sessions_support import Proxy, free_port, target_of, with_port
+from sessions_support import Proxy, target_of, with_port
 
-from backends import NETWORK
+from backends import NETWORK, SERVED
 from keepstate import Unavailable
 from keepstate.sessions import InterruptedExecution, SessionManager, open_session_store
+from serverproc import closed_port
 
 
-@pytest.mark.parametrize("backend_url", NETWORK, indirect=True)
+@pytest.mark.parametrize("backend_url", NETWORK + SERVED, indirect=True)
 async def test_unreachable_store_raises_unavailable_without_running_anything(backend_url: str) -> None:
-    store = open_session_store(with_port(backend_url, free_port()), wait_timeout=30)
+    with closed_port() as port:
+        await _nothing_runs_where_nothing_answers(with_port(backend_url, port))
+
+
+async def _nothing_runs_where_nothing_answers(url: str) -> None:
+    store = open_session_store(url, wait_timeout=30)
     ran = []
 
     async def effect_body() -> None:
@@ -33,7 +39,7 @@ async def test_unreachable_store_raises_unavailable_without_running_anything(bac
     await store.aclose()
 
 
-@pytest.mark.parametrize("backend_url", NETWORK, indirect=True)
+@pytest.mark.parametrize("backend_url", NETWORK + SERVED, indirect=True)
 async def test_outage_inside_an_effect_leaves_it_interrupted_not_replayed(
     backend_url: str, proxies: list[Proxy]
 ) -> None:

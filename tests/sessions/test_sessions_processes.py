@@ -33,9 +33,7 @@ async def test_concurrent_confirmations_book_exactly_once(backend_url: str, tmp_
             session.state.pending_confirmation = {"item": f"seat-{sid}"}
     ledger, go = tmp_path / "ledger.jsonl", tmp_path / "go"
     ready = [tmp_path / "ready-a", tmp_path / "ready-b"]
-    workers = [
-        spawn("confirm", backend_url, str(go), str(r), str(ledger), str(CONCURRENCY), *sids) for r in ready
-    ]
+    workers = [spawn("confirm", backend_url, str(go), str(r), str(ledger), str(CONCURRENCY), *sids) for r in ready]
     for r in ready:
         await wait_for_file(r)
     go.touch()
@@ -55,13 +53,14 @@ async def test_concurrent_confirmations_book_exactly_once(backend_url: str, tmp_
 
 
 async def test_paused_worker_cannot_write_after_its_lease(backend_url: str, tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    worker = spawn("pause", backend_url, "s-1", str(ready), "1")
+    """SIGSTOP the holder (1 s lease) in its operation; take over (the wait ends when its lease has
+    expired, as no renewal can run); SIGCONT it and let it write: refused, whatever the timing."""
+    ready, late = tmp_path / "ready", tmp_path / "write-late"
+    worker = spawn("pause", backend_url, "s-1", str(ready), "1", str(late))
     await wait_for_file(ready)
     os.kill(worker.pid, signal.SIGSTOP)
     try:
-        await asyncio.sleep(1.6)  # past the worker's 1 s lease
-        store = open_session_store(backend_url, lease_seconds=1, wait_timeout=10)
+        store = open_session_store(backend_url, lease_seconds=60, wait_timeout=60)
 
         async def take_over() -> None:
             await store.set("s-1", SessionState(state={"by": "new-holder"}))
@@ -69,6 +68,7 @@ async def test_paused_worker_cannot_write_after_its_lease(backend_url: str, tmp_
         await store.transact("s-1", take_over)
     finally:
         os.kill(worker.pid, signal.SIGCONT)
+        late.touch()
     report = await asyncio.to_thread(finish, worker)
     assert report["outcome"] == "lease_lost"
     state = await store.get("s-1")

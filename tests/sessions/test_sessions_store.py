@@ -1,4 +1,10 @@
-"""The SessionStore contract, on every backend: get/set/delete/touch, expiry, transact, fencing."""
+"""The SessionStore contract, on every backend: get/set/delete/touch, expiry, transact, fencing.
+
+No test here races the clock: an expired session is one whose time is already past, a lease that must
+end is ended by blocking its holder until another has taken over (not by sleeping a guessed while), a
+renewal in flight is held by events, and leases that must not expire are long. Where the clock must
+really move past a lease, the test waits for what it can observe, with a deadline that only bounds a hang.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +23,24 @@ from keepstate.sessions import (
     SessionLocked,
     SessionState,
     SessionStore,
-    open_leases,
     open_session_store,
 )
+from keepstate.sessions import base as session_base
+from keepstate.stores.base import LeaseFacet
 from keepstate.stores.records import Blob
 
 pytestmark = pytest.mark.parametrize("backend_url", ALL, indirect=True)
 
 
+HANG_S = 60
+"""Bounds a wait for something that must happen, so a broken contract fails instead of hanging."""
+LONG_LEASE_S = 60
+"""A lease no stall of a loaded machine outlives: for tests where expiry is not the point."""
+
+
 @pytest.fixture
 async def store(backend_url: str) -> AsyncIterator[SessionStore]:
-    opened = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+    opened = open_session_store(backend_url, lease_seconds=LONG_LEASE_S, wait_timeout=HANG_S)
     yield opened
     await opened.aclose()
 
@@ -45,20 +58,19 @@ async def test_set_get_delete_round_trip(store: SessionStore) -> None:
 
 
 async def test_expired_session_reads_as_none_and_touch_extends(store: SessionStore) -> None:
-    await store.set("short", SessionState(expires_at=now_ms() + 300))
-    await store.set("long", SessionState(expires_at=now_ms() + 300))
-    await store.touch("long", now_ms() + 60_000)
-    await asyncio.sleep(0.5)
+    await store.set("short", SessionState(expires_at=now_ms() - 1))  # its time is past
+    await store.set("long", SessionState(expires_at=now_ms() + 3_600_000))
+    extended = now_ms() + 7_200_000
+    await store.touch("long", extended)
     assert await store.get("short") is None
     kept = await store.get("long")
-    assert kept is not None and kept.expires_at is not None and kept.expires_at > now_ms() + 50_000
+    assert kept is not None and kept.expires_at == extended
     await store.touch("absent", now_ms() + 1000)
     assert await store.get("absent") is None
 
 
 async def test_executing_state_never_expires(store: SessionStore) -> None:
-    await store.set("busy", SessionState(phase="executing", effect={"name": "pay"}, expires_at=now_ms() + 100))
-    await asyncio.sleep(0.3)
+    await store.set("busy", SessionState(phase="executing", effect={"name": "pay"}, expires_at=now_ms() - 1))
     got = await store.get("busy")
     assert got is not None and got.effect == {"name": "pay"}
 
@@ -69,7 +81,7 @@ async def test_transact_serialises_read_modify_write(store: SessionStore) -> Non
     async def increment() -> int:
         state = await store.get("counter")
         assert state is not None
-        await asyncio.sleep(0.005)  # awaited work between the read and the write
+        await asyncio.sleep(0)  # awaited work between the read and the write: every other task runs
         state.state["n"] += 1
         await store.set("counter", state)
         return int(state.state["n"])
@@ -80,25 +92,52 @@ async def test_transact_serialises_read_modify_write(store: SessionStore) -> Non
     assert final is not None and final.state["n"] == 15
 
 
-async def test_lease_is_renewed_under_long_work(store: SessionStore) -> None:
+RENEWED_LEASE_S = 2
+"""The first lease of the renewal test: short, so the holder's work outlasts it."""
+
+
+async def test_lease_is_renewed_under_long_work(backend_url: str) -> None:
+    """The holder's work outlasts its first lease; a renewal made after that lease's end is followed at
+    once by an intruder's try (one attempt), which the renewed lease refuses; then the holder's write lands.
+    The renewals extend by LONG_LEASE_S (not the 2 s they ask for), so no stall between the renewal and
+    the intruder's try can let the renewed lease lapse first; a first lease that lapsed before its first
+    renewal is still renewed (leases are fenced by their token, and nobody tries before that renewal)."""
+    store = open_session_store(backend_url, lease_seconds=RENEWED_LEASE_S, wait_timeout=HANG_S)
+    intruder = open_session_store(backend_url, wait_timeout=0)
+    facet = await store.leases.facet()
+    renew, tried, intruded = facet.renew, asyncio.Event(), list[object]()
+    granted: list[float] = []  # when the holder's operation began: its lease was granted before
+
+    async def renew_then_intrude(id: str, token: int, ttl_ms: int) -> bool:
+        renewed = await renew(id, token, LONG_LEASE_S * 1000)
+        past_first_end = granted and asyncio.get_running_loop().time() > granted[0] + RENEWED_LEASE_S
+        if renewed and past_first_end and not tried.is_set():
+            try:
+                intruded.append(await intruder.transact("slow", lambda: asyncio.sleep(0, "intruder got in")))
+            except SessionLocked as refused:
+                intruded.append(refused)
+            tried.set()
+        return renewed
+
+    facet.renew = renew_then_intrude  # type: ignore[method-assign]
+
     async def slow() -> str:
-        await asyncio.sleep(2.2)  # more than twice the 1 s lease
+        granted.append(asyncio.get_running_loop().time())
+        await asyncio.wait_for(tried.wait(), HANG_S)  # the clock passes the first lease's end meanwhile
+        assert [type(outcome) for outcome in intruded] == [SessionLocked], intruded
         await store.set("slow", SessionState(state={"done": True}))
         return "done"
 
-    async def intruder() -> None:
-        await asyncio.sleep(1.5)
-        await store.transact("slow", lambda: store.set("slow", SessionState(state={"intruder": True})))
-
-    results = await asyncio.gather(store.transact("slow", slow), intruder())
-    assert results[0] == "done"
+    assert await store.transact("slow", slow) == "done"
     got = await store.get("slow")
-    assert got is not None and got.state == {"intruder": True}  # it waited for the slow holder
+    assert got is not None and got.state == {"done": True}
+    await intruder.aclose()
+    await store.aclose()
 
 
 async def test_waiter_gives_up_with_session_locked(backend_url: str) -> None:
-    holder = open_session_store(backend_url, lease_seconds=2, wait_timeout=5)
-    waiter = open_session_store(backend_url, lease_seconds=2, wait_timeout=0.3)
+    holder = open_session_store(backend_url, lease_seconds=LONG_LEASE_S, wait_timeout=5)
+    waiter = open_session_store(backend_url, lease_seconds=LONG_LEASE_S, wait_timeout=0.3)
     release = asyncio.Event()
     entered = asyncio.Event()
 
@@ -122,7 +161,7 @@ async def test_different_sessions_do_not_wait_for_each_other(store: SessionStore
 
     async def meet(mine: str, other: str) -> str:
         inside[mine].set()
-        await asyncio.wait_for(inside[other].wait(), timeout=4)  # only if both hold leases at once
+        await asyncio.wait_for(inside[other].wait(), timeout=HANG_S)  # only if both hold leases at once
         return mine
 
     a, b = store.transact("a", lambda: meet("a", "b")), store.transact("b", lambda: meet("b", "a"))
@@ -145,15 +184,14 @@ async def test_transact_is_reentrant_and_releases_on_error(store: SessionStore) 
 
 
 async def test_stale_token_write_is_refused(backend_url: str) -> None:
-    leases = open_leases(backend_url)
+    leases = open_session_store(backend_url).leases
     backend = await leases.facet()
-    first = await backend.acquire("f", 200)
+    first = await backend.acquire("f", 100)
     assert first is not None
-    assert await backend.acquire("f", 200) is None  # held
     assert await backend.write("f", Blob(b"{}", None), first)
-    await asyncio.sleep(0.3)
-    second = await backend.acquire("f", 5000)
-    assert second is not None and second > first  # tokens only grow
+    second = await _acquired_once_expired(backend, "f")
+    assert second > first  # tokens only grow
+    assert await backend.acquire("f", 1000) is None  # held by the newer grant
     assert not await backend.write("f", Blob(b'{"stale":1}', None), first)
     assert not await backend.remove("f", first)
     assert not await backend.touch("f", now_ms(), first)
@@ -168,14 +206,24 @@ async def test_stale_token_write_is_refused(backend_url: str) -> None:
     await leases.aclose()
 
 
+async def _acquired_once_expired(backend: LeaseFacet, id: str) -> int:
+    """A new grant of ``id``, tried until the lease held there has expired (by the store's clock)."""
+    deadline = asyncio.get_running_loop().time() + HANG_S
+    while (token := await backend.acquire(id, LONG_LEASE_S * 1000)) is None:
+        assert asyncio.get_running_loop().time() < deadline, "the lease never expired"
+        await asyncio.sleep(0.02)
+    return token
+
+
 async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -> None:
-    """The event loop of the holder stalls (as under GC or SIGSTOP); another holder takes over."""
-    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+    """The event loop of the holder stalls (as under GC or SIGSTOP) until another holder has taken
+    over: no renewal can run meanwhile, so the other's wait ends when the 1 s lease expires."""
+    store = open_session_store(backend_url, lease_seconds=1, wait_timeout=HANG_S)
     took_over = threading.Event()
 
     def other_runtime() -> None:
         async def main() -> None:
-            other = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
+            other = open_session_store(backend_url, lease_seconds=LONG_LEASE_S, wait_timeout=HANG_S)
             await other.transact("x", lambda: other.set("x", SessionState(state={"by": "other"})))
             await other.aclose()
 
@@ -185,9 +233,8 @@ async def test_holder_blocked_past_its_lease_gets_lease_lost(backend_url: str) -
     async def stalled() -> None:
         thread = threading.Thread(target=other_runtime)
         thread.start()
-        time.sleep(1.6)  # blocks this loop: no renewal happens
-        thread.join(timeout=10)
-        assert took_over.is_set()
+        assert took_over.wait(HANG_S), "the other holder never took over"  # blocks this loop: no renewal
+        thread.join(HANG_S)
         await store.set("x", SessionState(state={"by": "stale"}))
 
     with pytest.raises(LeaseLost):
@@ -204,7 +251,6 @@ async def test_ids_are_checked(store: SessionStore) -> None:
         await store.transact("", lambda: asyncio.sleep(0))
 
 
-
 async def test_operation_blocking_its_loop_still_ends_its_lease(backend_url: str) -> None:
     """set, time.sleep past the lease, set: transact returns and frees the lease (no renewal left running)."""
     store = open_session_store(backend_url, lease_seconds=1, wait_timeout=5)
@@ -216,7 +262,7 @@ async def test_operation_blocking_its_loop_still_ends_its_lease(backend_url: str
         return "returned"
 
     holder = asyncio.create_task(store.transact("blk", blocking))
-    await asyncio.wait([holder], timeout=20)  # not wait_for: it would hand back a result of a swallowed cancel
+    await asyncio.wait([holder], timeout=HANG_S)  # not wait_for: it would hand back a result of a swallowed cancel
     assert holder.done(), "transact never returned"
     assert holder.result() == "returned"
     other = open_session_store(backend_url, lease_seconds=1, wait_timeout=2)
@@ -230,32 +276,42 @@ async def test_a_renewal_deaf_to_cancellation_cannot_outlive_its_operation(backe
     """The operation ends while a renewal is in flight whose driver loses the cancellation: transact
     still returns, and releases only after that renewal (else it would revive the lease)."""
     store = open_session_store(backend_url, lease_seconds=0.6, wait_timeout=5)
-    await deaf_renewals(store, delay=0.3)
-    holder = asyncio.create_task(store.transact("deaf", lambda: asyncio.sleep(0.35, "done")))  # renewal: 0.2-0.5 s
-    await asyncio.wait([holder], timeout=10)
+    renewals = await deaf_renewals(store)
+
+    async def until_a_renewal_is_in_flight() -> str:
+        await renewals.began.wait()
+        return "done"
+
+    holder = asyncio.create_task(store.transact("deaf", until_a_renewal_is_in_flight))
+    await asyncio.wait([holder], timeout=HANG_S)
     assert holder.done(), "transact never returned"
-    assert holder.result() == "done"
+    assert holder.result() == "done" and renewals.ended.is_set()
     other = open_session_store(backend_url, wait_timeout=0)  # one attempt: SessionLocked unless free now
     assert await other.transact("deaf", lambda: asyncio.sleep(0, "free")) == "free"
     await other.aclose()
     await store.aclose()
 
 
-async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(backend_url: str) -> None:
+async def test_cancelling_the_holder_while_its_lease_ends_cancels_it(
+    backend_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cancellation of the caller that lands while transact waits for the last renewal is not
     swallowed: transact raises CancelledError at once, and the lease is still released after the
-    renewal, before aclose returns."""
+    renewal, before aclose returns (its wait for leases still ending is made a hang guard here: its
+    5 s bound could pass on a loaded machine before the renewal and release are done)."""
+    monkeypatch.setattr(session_base, "CLOSE_WAIT_S", HANG_S)
     store = open_session_store(backend_url, lease_seconds=1.5, wait_timeout=5)
-    renewals_ended = await deaf_renewals(store, delay=0.5)
-    holder = asyncio.create_task(store.transact("cx", lambda: asyncio.sleep(0.6)))  # renewal: 0.5-1.0 s
-    renewals_when_cancelled: list[int] = []
-    holder.add_done_callback(lambda _: renewals_when_cancelled.append(len(renewals_ended)))
-    await asyncio.sleep(0.75)
+    renewals = await deaf_renewals(store, go_on=False)
+    holder = asyncio.create_task(store.transact("cx", renewals.began.wait))
+    await asyncio.wait_for(renewals.swallowed.wait(), HANG_S)  # the operation ended; transact waits for the renewal
+    renewal_ended_when_cancelled: list[bool] = []
+    holder.add_done_callback(lambda _: renewal_ended_when_cancelled.append(renewals.ended.is_set()))
     holder.cancel()
-    await asyncio.wait([holder], timeout=10)
+    await asyncio.wait([holder], timeout=HANG_S)
     assert holder.done() and holder.cancelled()
-    assert renewals_when_cancelled == [0]  # not kept waiting for the renewal in flight
-    await store.aclose()  # waits for the release, which follows the renewal (that holds the lease to 2.5 s)
+    assert renewal_ended_when_cancelled == [False]  # not kept waiting for the renewal in flight
+    renewals.go_on.set()
+    await store.aclose()  # waits for the release, which follows the renewal (that renews the lease)
     other = open_session_store(backend_url, wait_timeout=0)
     assert await other.transact("cx", lambda: asyncio.sleep(0, "free")) == "free"
     await other.aclose()
@@ -271,7 +327,7 @@ async def test_a_cancelled_call_is_cancelled_at_every_loop_step(store: SessionSt
         for _ in range(steps):
             await asyncio.sleep(0)
         if call.cancel():
-            await asyncio.wait([call], timeout=10)
+            await asyncio.wait([call], timeout=HANG_S)
             if not call.cancelled():
                 lost.append(steps)
     assert lost == [], f"cancellations lost at loop-step offsets {lost}"

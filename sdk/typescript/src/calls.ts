@@ -2,7 +2,7 @@
  * Every request outside the state routes as a `Call`: keys, sessions, runs, agents, invocations.
  *
  * Each says whether repeating it is safe (see `transport.ts`): reads; session creation with an
- * explicit id (the same id again answers the existing session); a run started with an
+ * explicit id (the same id again answers the existing session), and so a fork with one; a run started with an
  * idempotency key; invocation calls, which the run token fences (a repeat of one that landed is
  * refused, never applied twice). A claim is never repeated: a claim whose answer was lost would be
  * held by nobody until its lease ran out.
@@ -45,6 +45,17 @@ export interface SessionFields {
 export function createSession(fields: SessionFields): Call<Session> {
   const body = encode({ id: fields.id, user: fields.user, metadata: fields.metadata });
   return { method: "POST", path: "/v0/sessions", body, parse: parseSession, safe: fields.id !== undefined };
+}
+
+/** A fork's fields: `lists` maps `"AGENT/KEY"` to how many of that list's first items the fork keeps. */
+export interface ForkFields extends SessionFields {
+  lists?: Record<string, number>;
+}
+
+export function forkSession(id: string, fields: ForkFields): Call<Session> {
+  // With an explicit id, a repeat from the same source answers the fork already made: safe to retry.
+  const body = encode({ id: fields.id, user: fields.user, metadata: fields.metadata, lists: fields.lists });
+  return { method: "POST", path: `/v0/sessions/${segment(id)}/fork`, body, parse: parseSession, safe: fields.id !== undefined };
 }
 
 export function getSession(id: string): Call<Session> {

@@ -8,7 +8,7 @@
  */
 
 import * as calls from "./calls.js";
-import type { RunFilter, SessionFields, StartOptions } from "./calls.js";
+import type { ForkFields, RunFilter, SessionFields, StartOptions } from "./calls.js";
 import type { AgentInfo, Decision, Key, Page, Run, Session } from "./records.js";
 import { isFinished } from "./records.js";
 import { Scope } from "./scope.js";
@@ -48,6 +48,16 @@ export class Sessions {
   /** Create a session; the same `id` again by its owner answers the existing one. */
   create(fields: SessionFields = {}): Promise<Session> {
     return this.sender.send(calls.createSession(fields));
+  }
+
+  /**
+   * A new session of this key, `parent` the source, holding a copy of the source's session-scope state
+   * (every agent's) as of one instant; each list named in `lists` (`{"AGENT/KEY": N}`) is cut to its first
+   * N items there. `user` defaults to the source's. `NotAList` (and no session) when a named key holds
+   * another value; `NotFound` for a session this key may not see.
+   */
+  fork(id: string, fields: ForkFields = {}): Promise<Session> {
+    return this.sender.send(calls.forkSession(id, fields));
   }
 
   /** The session; `NotFound` also for one this key may not see. */

@@ -86,10 +86,18 @@ export class VersionConflict extends codeClass("version_conflict", 409) {
 export class NotAList extends codeClass("not_a_list", 409) {}
 export class NoSession extends codeClass("no_session", 409) {}
 export class NoUser extends codeClass("no_user", 409) {}
+/** A search by meaning (`semantic`, `hybrid`) where memory has no embedder: search with `mode: "text"`. */
+export class NoEmbedder extends codeClass("no_embedder", 409) {}
 export class SessionBusy extends codeClass("session_busy", 409) {}
 export class NotHeld extends codeClass("not_held", 409) {}
 export class NotAnInteger extends codeClass("not_an_integer", 409) {}
 export class TooLarge extends codeClass("too_large", 413) {}
+
+/** A session's lease was lost (another instance holds it now): nothing was written. */
+export class LeaseLost extends codeClass("lease_lost", 409) {}
+
+/** A session stayed locked by another instance for longer than the store's `waitMs`. */
+export class SessionLocked extends codeClass("session_locked", 409) {}
 
 /** The store or the server cannot be reached: retry later (`retryAfter` seconds), never replay an effect. */
 export class Unavailable extends codeClass("unavailable", 503) {
@@ -98,7 +106,8 @@ export class Unavailable extends codeClass("unavailable", 503) {
 
 const CLASSES: readonly CodeClass<string>[] = [
   InvalidKey, InvalidValue, InvalidRequest, Unauthorized, Forbidden, NotFound, VersionConflict, NotAList,
-  NoSession, NoUser, SessionBusy, NotHeld, NotAnInteger, TooLarge, Unavailable,
+  NoSession, NoUser, NoEmbedder, SessionBusy, NotHeld, NotAnInteger, TooLarge, Unavailable, LeaseLost,
+  SessionLocked,
 ];
 
 /** The class for each code; a code not listed here arrives as a plain `KeepstateError` with that code. */

@@ -30,12 +30,26 @@ export interface DocumentInfo {
   updatedAt: number;
 }
 
-/** A search result: a higher `score` is better; `snippet` is text around the matches, matched words between `**`. */
+/**
+ * A search result: a higher `score` is better. By words, `snippet` is text around the matches, matched
+ * words between `**`; by meaning, `score` is the cosine similarity and `snippet` the nearest passage.
+ */
 export interface Hit {
   path: string;
   score: number;
   snippet: string;
   version: number;
+}
+
+/** How a search finds documents: by words, by meaning, or both fused. */
+export type SearchMode = "text" | "semantic" | "hybrid";
+
+/** A search's options (all optional). */
+export interface SearchOptions {
+  mode?: SearchMode;
+  filter?: Record<string, string | number | boolean | null>;
+  prefix?: string;
+  limit?: number;
 }
 
 const PREFIX = "/v0/memory";
@@ -108,12 +122,16 @@ export class Memory {
   }
 
   /**
-   * The documents holding every word and `"quoted phrase"` of `query`, best first (at most `limit`,
-   * default 10, at most 50); a first line holding them ranks above a passing mention. `InvalidRequest`
-   * for a malformed query.
+   * The best documents for `query`, best first (at most `limit`, default 10, at most 50). `mode`:
+   * `"text"`, the documents holding every word and `"quoted phrase"` (a first line holding them ranks
+   * above a passing mention); `"semantic"`, the documents nearest in meaning; `"hybrid"`, both, fused
+   * by reciprocal rank. By default hybrid where the server has an embedder, else text; meaning without
+   * one throws `NoEmbedder`. `filter`: only documents whose metadata has each of these fields with this
+   * value. `InvalidRequest` for a malformed query.
    */
-  search(query: string, options: { prefix?: string; limit?: number } = {}): Promise<Hit[]> {
-    const body = encode({ query, prefix: options.prefix, limit: checkCount(options.limit, "limit") });
+  search(query: string, options: SearchOptions = {}): Promise<Hit[]> {
+    const body = encode({ query, prefix: options.prefix, limit: checkCount(options.limit, "limit"),
+      mode: options.mode, filter: options.filter });
     return this.call("POST", `${PREFIX}/search`, (answer) => (answer.hits as unknown[]).map(parseHit),
       { body, safe: true });
   }

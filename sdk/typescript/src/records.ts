@@ -12,6 +12,10 @@ export type RunStatus = "queued" | "running" | "done" | "failed" | "held" | "int
 export interface Decision {
   approved: boolean;
   data: any;
+  /** The name of the key that decided (its id when unnamed); absent from servers before it was recorded. */
+  by?: string;
+  /** When the decision was recorded, ms since the epoch. */
+  at?: number;
 }
 
 /** One turn of a session (or a run without one). */
@@ -40,6 +44,8 @@ export interface Session {
   user: string | null;
   metadata: any;
   createdAt: number | null;
+  /** The id of the session this one was forked from; null when not forked. */
+  parent: string | null;
 }
 
 /** An API key. `key`, the secret, is only in the answer to `keys.create`: it is shown once. */
@@ -115,7 +121,10 @@ export function parseRun(data: unknown): Run {
 
 export function parseSession(data: unknown): Session {
   const w = object(data, "a session");
-  return { id: w["id"], owner: or(w["owner"]), user: or(w["user"]), metadata: or(w["metadata"]), createdAt: or(w["created_at"]) };
+  return {
+    id: w["id"], owner: or(w["owner"]), user: or(w["user"]), metadata: or(w["metadata"]), createdAt: or(w["created_at"]),
+    parent: or(w["parent"]),
+  };
 }
 
 export function parseKey(data: unknown): Key {

@@ -245,6 +245,25 @@ describe("lists, store writes, expiry, batches, caller state and the lifecycle",
     });
   });
 
+  describe("sessions.fork", () => {
+    it("copies the session's state with the named lists cut, shows its parent, and refuses a non-list", async () => {
+      const session = await inside.client.sessions.create({ metadata: { title: "t" } });
+      assert.equal(session.parent, null);
+      const chat = inside.client.state.session(session.id, "chat");
+      await chat.append("messages", ["m0", "m1", "m2"]);
+      await chat.put("title", "hello");
+      const fork = await inside.client.sessions.fork(session.id, { lists: { "chat/messages": 1 } });
+      assert.equal(fork.parent, session.id);
+      assert.deepEqual(await inside.client.sessions.get(fork.id), fork);
+      assert.deepEqual(await inside.client.state.session(fork.id, "chat").get("messages"), ["m0"]);
+      assert.equal(await inside.client.state.session(fork.id, "chat").get("title"), "hello");
+      assert.deepEqual(await chat.get("messages"), ["m0", "m1", "m2"]);
+      const refused = await thrown(inside.client.sessions.fork(session.id, { id: `${session.id}-x`, lists: { "chat/title": 0 } }));
+      assert.ok(refused instanceof NotAList);
+      assert.ok((await thrown(inside.client.sessions.get(`${session.id}-x`))) instanceof NotFound);
+    });
+  });
+
   describe("queueTimeout", () => {
     it("a run nobody claims in time becomes expired and no longer blocks its session", async () => {
       const session = await inside.client.sessions.create();

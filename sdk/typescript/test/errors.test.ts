@@ -155,9 +155,9 @@ describe("errors", () => {
 
     it("has one class per code of the spec", () => {
       assert.deepEqual([...ERRORS.keys()].sort(), [
-        "forbidden", "invalid_key", "invalid_request", "invalid_value", "no_session", "no_user", "not_a_list",
-        "not_an_integer", "not_found", "not_held", "session_busy", "too_large", "unauthorized", "unavailable",
-        "version_conflict",
+        "forbidden", "invalid_key", "invalid_request", "invalid_value", "lease_lost", "no_embedder", "no_session",
+        "no_user", "not_a_list", "not_an_integer", "not_found", "not_held", "session_busy", "session_locked",
+        "too_large", "unauthorized", "unavailable", "version_conflict",
       ]);
     });
   });

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { InvalidRequest, NotFound, NoUser, VersionConflict } from "keepstate";
+import { InvalidRequest, NoEmbedder, NotFound, NoUser, VersionConflict } from "keepstate";
 import type { DocumentInfo } from "keepstate";
 import { Inside } from "./support/inside.js";
 import { collect, type Server, startServer } from "./support/server.js";
@@ -99,5 +99,48 @@ describe("memory", () => {
     const anonymous = await asUser<unknown>(undefined, async (inv) =>
       inv.memory.write("users/{user}/x", "x").catch((error: unknown) => error));
     assert.ok(anonymous instanceof NoUser);
+  });
+
+  it("refuses a search by meaning where the server has no embedder", async () => {
+    const refused = await asUser<unknown>(undefined, async (inv) =>
+      inv.memory.search("trip", { mode: "semantic" }).catch((error: unknown) => error));
+    assert.ok(refused instanceof NoEmbedder && refused.status === 409, String(refused));
+  });
+});
+
+describe("memory by meaning", () => {
+  let meaningServer: Server;
+  let meaningInside: Inside;
+
+  before(async () => {
+    meaningServer = await startServer({ embedder: "meaning:concepts" });
+    meaningInside = await Inside.create(meaningServer);
+  });
+  after(() => meaningServer.stop());
+
+  it("searches by meaning, both, or words, with a metadata filter and the folder rule", async () => {
+    const run = async <T>(user: string, body: Parameters<Inside["run"]>[0]): Promise<T> => {
+      const session = await meaningInside.client.sessions.create({ user });
+      return meaningInside.run(body, { sessionId: session.id, agent: AGENT }) as Promise<T>;
+    };
+    await run("dee", async (inv) => {
+      await inv.memory.write("kb/trip", "The trip was called off because of the storm.", { metadata: { kind: "news" } });
+      await inv.memory.write("kb/meals", "Vegetarian meals on every flight.", { metadata: { kind: "menu" } });
+      await inv.memory.write("users/{user}/trip", "dee's flight was scrapped");
+    });
+    const seen = await run<Record<string, unknown>>("eve", async (inv) => ({
+      words: await inv.memory.search("flight cancelled", { mode: "text" }),
+      meaning: await inv.memory.search("flight cancelled", { mode: "semantic" }),
+      both: (await inv.memory.search("flight cancelled")).map((hit) => hit.path),
+      filtered: (await inv.memory.search("flight cancelled", { mode: "semantic", filter: { kind: "menu" } }))
+        .map((hit) => hit.path),
+    }));
+    assert.deepEqual(seen.words, []);
+    const [first] = seen.meaning as { path: string; score: number; snippet: string; version: number }[];
+    assert.deepEqual([first?.path, first?.snippet, first?.version], ["kb/trip", "The trip was called off because of the storm.", 1]);
+    assert.ok((first?.score ?? 0) > 0.5);
+    assert.deepEqual((seen.meaning as { path: string }[]).map((hit) => hit.path).sort(), ["kb/meals", "kb/trip"]);
+    assert.equal((seen.both as string[])[0], "kb/trip");
+    assert.deepEqual(seen.filtered, ["kb/meals"]);
   });
 });

@@ -14,9 +14,10 @@ describe("the package", () => {
   it("exports exactly its public names", () => {
     assert.deepEqual(Object.keys(keepstate).sort(), [
       "Agents", "Batch", "CallerState", "Client", "ERRORS", "Forbidden", "HoldRequested", "InvalidKey", "InvalidRequest",
-      "InvalidValue", "Invocation", "InvocationState", "KeepstateError", "Keys", "Memory", "NoSession", "NoUser",
-      "NotAList", "NotAnInteger", "NotFound", "NotHeld", "Runs", "Scope", "SessionBusy", "Sessions", "TooLarge",
-      "Unauthorized", "Unavailable", "VersionConflict", "Worker", "isFinished",
+      "InvalidValue", "Invocation", "InvocationState", "KeepstateError", "Keys", "LeaseLost", "Memory", "NoEmbedder",
+      "NoSession", "NoUser", "NotAList", "NotAnInteger", "NotFound", "NotHeld", "Runs", "Scope", "SessionBusy",
+      "SessionLocked", "SessionStore", "Sessions", "TooLarge", "Unauthorized", "Unavailable", "VersionConflict",
+      "Worker", "isFinished",
     ]);
   });
 

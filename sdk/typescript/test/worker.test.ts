@@ -95,12 +95,19 @@ describe("the agent side", () => {
         const held = await turn(agent, { order: "A-1" });
         assert.equal(held.status, "held");
         assert.deepEqual(held.hold, { question: "ship it?" });
+        const before = Date.now();
         const queued = await client.runs.decide(held.id, { approved: true, data: { note: "ok" } });
+        const after = Date.now();
         assert.equal(queued.status, "queued");
         const done = await client.runs.wait(held.id, { timeout: 30 });
         assert.equal(done.status, "done");
+        // the decision as given, with who made it (the unnamed member key: its id) and when
+        const { by, at, ...given } = queued.decision ?? { approved: false, data: null };
+        assert.deepEqual(given, { approved: true, data: { note: "ok" } });
+        assert.match(String(by), /^key_/);
+        assert.ok(typeof at === "number" && at >= before - 1000 && at <= after + 1000);
         assert.deepEqual(done.output, {
-          kind: "resume", decision: { approved: true, data: { note: "ok" } }, progress: { step: 1, input: { order: "A-1" } },
+          kind: "resume", decision: queued.decision, progress: { step: 1, input: { order: "A-1" } },
         });
       });
     });

@@ -26,6 +26,7 @@ _COMMANDS = {
     "migrate": "keepstate.cli.migrate:migrate",
     "purge": "keepstate.cli.purge:purge",
     "backup": "keepstate.cli.backup:backup",
+    "memory": "keepstate.cli.memory:memory",
 }
 
 
@@ -50,8 +51,12 @@ class _LazyGroup(click.Group):
         return command
 
     def main(
-        self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
-        standalone_mode: bool = True, **extra: Any,
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
     ) -> Any:
         """Run the command; as a program (``standalone_mode``), every click error is one line."""
         if not standalone_mode:

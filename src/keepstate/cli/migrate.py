@@ -40,10 +40,19 @@ async def _migrate(store: str, harness_prefixes: tuple[str, ...]) -> list[str]:
 
 
 @click.command()
-@click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
-              help="Store URL (env KEEPSTATE_STORE).")
-@click.option("--harness-prefix", "harness_prefixes", multiple=True,
-              help="Also migrate the harness store with this table prefix (repeatable).")
+@click.option(
+    "--store",
+    envvar="KEEPSTATE_STORE",
+    default="sqlite:///keepstate.db",
+    show_default=True,
+    help="Store URL (env KEEPSTATE_STORE).",
+)
+@click.option(
+    "--harness-prefix",
+    "harness_prefixes",
+    multiple=True,
+    help="Also migrate the harness store with this table prefix (repeatable).",
+)
 def migrate(store: str, harness_prefixes: tuple[str, ...]) -> None:
     """Create or upgrade the schema of every part of keepstate in a store."""
     with quiet_libraries(), store_errors(store, "migrate"):

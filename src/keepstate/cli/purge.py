@@ -1,11 +1,13 @@
-"""``keepstate purge --older-than DAYS [--dry-run]``: delete finished runs past their retention.
+"""``keepstate purge --older-than DAYS [--dry-run]``: delete finished runs past their retention, and
+session-store records (sessions, retained tokens, free leases) more than ``--session-grace`` days
+(default 1) after they expired.
 
 Runs that are done, failed, interrupted, cancelled or expired and were last updated more than DAYS
 ago go, with their invocations, a batch of ``upkeep.PURGE_BATCH`` at a time (each batch its own
 short transaction), so servers serving the same store keep serving. The command lowers its own CPU
 priority first (``PURGE_NICENESS``): on a machine it shares with servers, the servers come first.
-Queued, running and held runs and every state value stay. ``--dry-run`` only counts. Nothing is
-created: the store must exist.
+Queued, running and held runs and every state value stay, and so does a session whose expiry is
+suspended (executing). ``--dry-run`` only counts. Nothing is created: the store must exist.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..clock import MAX_AGE_DAYS
 from .failures import quiet_libraries, store_errors
+from .numbers import Finite
 from .stores import NEVER_CREATES, check_store_option, on_platform
 
 if TYPE_CHECKING:
@@ -29,25 +33,49 @@ PURGE_NICENESS = 10
 this process) goes to the servers first; a database server elsewhere is not affected."""
 
 
-async def _purge(platform: Platform, days: float, dry_run: bool) -> tuple[int, int]:
-    """How many runs were (or, with ``dry_run``, would be) purged, and the cutoff."""
-    from ..clock import now_ms
-    from ..platform.upkeep import cutoff, purge
+async def _purge(platform: Platform, days: float, grace: float, dry_run: bool) -> tuple[int, int, int]:
+    """How many runs and session-store records were (or, with ``dry_run``, would be) purged, and the
+    runs' cutoff."""
+    from ..clock import days_ago, now_ms
+    from ..platform.upkeep import count_expired_sessions, lease_spaces, purge, purge_sessions
 
-    before = cutoff(days, now_ms())
+    now = now_ms()
+    before, expired_before = days_ago(days, now), days_ago(grace, now)
+    leases = await lease_spaces(platform.database)
     if dry_run:
-        return await platform.repo.count_purgeable(before), before
-    return await purge(platform.repo, before), before
+        runs = await platform.repo.count_purgeable(before)
+        return runs, await count_expired_sessions(leases, expired_before), before
+    runs = await purge(platform.repo, before)
+    return runs, await purge_sessions(leases, expired_before), before
 
 
 @click.command()
-@click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
-              help="Store URL (env KEEPSTATE_STORE).")
-@click.option("--older-than", "days", required=True, type=click.FloatRange(min=0),
-              help="Purge finished runs last updated more than this many days ago (fractions allowed).")
-@click.option("--dry-run", is_flag=True, help="Only count the runs that would go.")
-def purge(store: str, days: float, dry_run: bool) -> None:
-    """Delete finished runs (and their invocations) older than --older-than days; never state."""
+@click.option(
+    "--store",
+    envvar="KEEPSTATE_STORE",
+    default="sqlite:///keepstate.db",
+    show_default=True,
+    help="Store URL (env KEEPSTATE_STORE).",
+)
+@click.option(
+    "--older-than",
+    "days",
+    required=True,
+    type=Finite(0, MAX_AGE_DAYS),
+    help=f"Purge finished runs last updated more than this many days ago (fractions; at most {MAX_AGE_DAYS:,}).",
+)
+@click.option(
+    "--session-grace",
+    "grace",
+    default=1.0,
+    show_default=True,
+    type=Finite(0, MAX_AGE_DAYS),
+    help="Purge session-store records this many days after they expired.",
+)
+@click.option("--dry-run", is_flag=True, help="Only count what would go.")
+def purge(store: str, days: float, grace: float, dry_run: bool) -> None:
+    """Delete finished runs (and their invocations) older than --older-than days, and session-store
+    records expired more than --session-grace days ago; never state."""
     from ..errors import KeepstateError
     from ..stores import capabilities_of
 
@@ -60,7 +88,8 @@ def purge(store: str, days: float, dry_run: bool) -> None:
             raise click.BadParameter(error.message, param_hint="--store") from None
         with contextlib.suppress(OSError):
             os.nice(PURGE_NICENESS)
-        count, before = asyncio.run(on_platform(store, lambda platform: _purge(platform, days, dry_run)))
+        runs, sessions, before = asyncio.run(on_platform(store, lambda p: _purge(p, days, grace, dry_run)))
     when = datetime.datetime.fromtimestamp(before / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     verb = "would purge" if dry_run else "purged"
-    click.echo(f"{verb} {count} finished run(s) last updated before {when} ({days:g} days ago)")
+    click.echo(f"{verb} {runs} finished run(s) last updated before {when} ({days:g} days ago)")
+    click.echo(f"{verb} {sessions} session-store record(s) expired more than {grace:g} day(s) ago")

@@ -21,6 +21,7 @@ from ..errors import NotFound
 from ..scope import Scope, scope_namespace
 from ..stores.records import SCOPE_KINDS
 from .failures import quiet_libraries, store_errors
+from .numbers import whole
 from .stores import check_store_option
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,8 +31,13 @@ DEFAULT_STORE = "sqlite:///keepstate.db"
 def _scope_options(fn: F) -> F:
     """The options every state command takes to name its scope."""
     options = [
-        click.option("--store", envvar="KEEPSTATE_STORE", default=DEFAULT_STORE, show_default=True,
-                     help="Store URL (env KEEPSTATE_STORE)."),
+        click.option(
+            "--store",
+            envvar="KEEPSTATE_STORE",
+            default=DEFAULT_STORE,
+            show_default=True,
+            help="Store URL (env KEEPSTATE_STORE).",
+        ),
         click.option("--env", "env", default="default", show_default=True, help="Environment."),
         click.option("--scope", "kind", type=click.Choice(SCOPE_KINDS), default="session", show_default=True),
         click.option("--agent", required=True, help="The agent whose state it is."),
@@ -89,7 +95,7 @@ def get(key: str, **where: Any) -> None:
 
 @state.command()
 @_scope_options
-@click.option("--if-version", type=int, default=None, help="Write only if the key is at this version (0: absent).")
+@click.option("--if-version", type=whole(0), default=None, help="Write only if the key is at this version (0: absent).")
 @click.argument("key")
 @click.argument("value", required=False)
 def put(key: str, value: str | None, if_version: int | None, **where: Any) -> None:
@@ -102,7 +108,7 @@ def put(key: str, value: str | None, if_version: int | None, **where: Any) -> No
 
 @state.command()
 @_scope_options
-@click.option("--if-version", type=int, default=None, help="Delete only if the key is at this version.")
+@click.option("--if-version", type=whole(0), default=None, help="Delete only if the key is at this version.")
 @click.argument("key")
 def delete(key: str, if_version: int | None, **where: Any) -> None:
     """Delete KEY (also when absent) and print {"key", "deleted": true}."""

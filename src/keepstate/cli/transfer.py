@@ -21,8 +21,13 @@ from ..transfer import BadDump, Tick, export_lines, load_dump, read_dump
 from .failures import fail, quiet_libraries, store_errors
 from .stores import check_store_option
 
-STORE = click.option("--store", envvar="KEEPSTATE_STORE", default="sqlite:///keepstate.db", show_default=True,
-                     help="Store URL (env KEEPSTATE_STORE).")
+STORE = click.option(
+    "--store",
+    envvar="KEEPSTATE_STORE",
+    default="sqlite:///keepstate.db",
+    show_default=True,
+    help="Store URL (env KEEPSTATE_STORE).",
+)
 
 
 @contextmanager
@@ -32,8 +37,9 @@ def _progress(verb: str) -> Iterator[Tick | None]:
     if not console.is_terminal:
         yield None
         return
-    with Progress(SpinnerColumn(), TextColumn("{task.description}: {task.completed} records"),
-                  console=console, transient=False) as progress:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}: {task.completed} records"), console=console, transient=False
+    ) as progress:
         task = progress.add_task(verb, total=None)
         yield lambda _kind: progress.advance(task)
 
@@ -68,8 +74,27 @@ def import_(store: str) -> None:
                 counts = asyncio.run(load_dump(store, checked, tick))
         except BadDump as error:
             fail(str(error))
-    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())) or "no records"
-    click.echo(f"imported {summary}", err=True)
+    click.echo(f"imported {imported(counts)}", err=True)
+
+
+NOUNS = {
+    "ks_envs": "environment",
+    "ks_keys": "key",
+    "ks_sessions": "session",
+    "ks_runs": "run",
+    "ks_invocations": "invocation",
+    "ks_session_agents": "session agent",
+    "state": "state key",
+    "document": "document",
+}
+"""What each kind of record is called in the import's summary, singular (``s`` makes the plural)."""
+
+
+def imported(counts: dict[str, int]) -> str:
+    """``1 environment, 2 keys, 3 documents``: the kinds in the dump's order, each counted in words."""
+    order = [kind for kind in NOUNS if kind in counts] + sorted(set(counts) - set(NOUNS))
+    parts = [f"{counts[kind]} {NOUNS.get(kind, kind)}{'' if counts[kind] == 1 else 's'}" for kind in order]
+    return ", ".join(parts) or "no records"
 
 
 @contextmanager

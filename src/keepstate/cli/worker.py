@@ -24,10 +24,16 @@ from typing import Any
 
 import click
 
+from ..protocol import MAX_CLAIM_WAIT_S
 from .failures import INTERRUPTED, fail
+from .numbers import Finite, whole
+
+MAX_CONCURRENCY = 1000
+"""The most invocations one ``keepstate worker`` process runs at the same time."""
 
 HTTP_LOGGERS = ("httpx", "httpcore")
 PROBE_TIMEOUT_S = 5.0
+
 
 def _find(target: str) -> Any:
     """The worker object named by ``MODULE:ATTRIBUTE``, or the only worker in ``MODULE``."""
@@ -48,20 +54,34 @@ def _find(target: str) -> Any:
     workers = [value for value in vars(module).values() if isinstance(value, Worker | AsyncWorker)]
     if len(workers) != 1:
         raise click.BadParameter(
-            f"{module_name!r} holds {len(workers)} workers: name one as MODULE:WORKER", param_hint="MODULE:WORKER")
+            f"{module_name!r} holds {len(workers)} workers: name one as MODULE:WORKER", param_hint="MODULE:WORKER"
+        )
     return workers[0]
 
 
 @click.command()
 @click.argument("target", metavar="MODULE:WORKER")
-@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=None,
-              help="Invocations run at the same time (default: the worker's own, 1).")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=whole(1, MAX_CONCURRENCY),
+    default=None,
+    help="Invocations run at the same time (default: the worker's own, 1).",
+)
 @click.option("--url", envvar="KEEPSTATE_URL", default=None, help="Server base URL (env KEEPSTATE_URL).")
 @click.option("--key", envvar="KEEPSTATE_KEY", default=None, help="A worker key (env KEEPSTATE_KEY).")
-@click.option("--poll", type=click.FloatRange(min=0, max=30), default=None,
-              help="Seconds one claim long-poll waits (default 10); also the longest a stop waits for an idle worker.")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option(
+    "--poll",
+    type=Finite(0, MAX_CLAIM_WAIT_S),
+    default=None,
+    help="Seconds one claim long-poll waits (default 10); also the longest a stop waits for an idle worker.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
 def worker(
     target: str, concurrency: int | None, url: str | None, key: str | None, poll: float | None, log_level: str
 ) -> None:

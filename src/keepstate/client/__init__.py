@@ -11,6 +11,7 @@ from ._async import AsyncAgents, AsyncCallerState, AsyncClient, AsyncKeys, Async
 from ._sync import Agents, CallerState, Client, Keys, Runs, Sessions
 from .async_worker import AsyncWorker
 from .invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
+from .memory_calls import CallerMemory
 from .records import Agent, Claim, Heartbeat, Key, Run, Session
 from .worker import Worker
 
@@ -26,6 +27,7 @@ __all__ = [
     "AsyncSessions",
     "AsyncState",
     "AsyncWorker",
+    "CallerMemory",
     "CallerState",
     "Claim",
     "Client",

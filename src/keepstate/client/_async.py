@@ -9,16 +9,20 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
+from ..errors import StoreClosed
+from ..memory import AsyncMemory
+from ..per_loop import PerLoop
 from ..scope import AsyncScope
 from . import _core, calls
 from ._core import Call, Config
 from .invocation import AsyncHttpOps
+from .memory_calls import AsyncHttpMemoryOps, CallerMemory
 from .records import Agent, Key, Run, Session
 from .state_calls import StateTarget
 
@@ -26,20 +30,33 @@ T = TypeVar("T")
 
 
 class AsyncSender:
-    """Sends ``Call``s over one ``httpx.AsyncClient`` (connections reused), with retries."""
+    """Sends ``Call``s over one ``httpx.AsyncClient`` per event loop (connections reused within a loop:
+    httpx's belong to the loop that opened them, and a sync wrapper may run each call under a new
+    one), with retries. After ``aclose()`` a call raises ``StoreClosed``."""
 
     def __init__(self, config: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
-        self.http = httpx.AsyncClient(transport=transport, **config.client_options())
+        self._clients = PerLoop(
+            lambda: httpx.AsyncClient(transport=transport, **config.client_options()), httpx.AsyncClient.aclose
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._clients.closed
 
     async def send(self, call: Call[T]) -> T:
+        http = await self._current()
         attempt = 0
         while True:
             delay = None
             try:
-                response = await self.http.request(
-                    call.method, call.path, params=call.params, content=call.content,
-                    headers=call.headers(self.config), timeout=call.timeout(self.config),
+                response = await http.request(
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=call.content,
+                    headers=call.headers(self.config),
+                    timeout=call.timeout(self.config),
                 )
             except httpx.TransportError as error:
                 delay = _core.retry_after_error(call, attempt, error, self.config)
@@ -53,8 +70,16 @@ class AsyncSender:
             await asyncio.sleep(delay)
             attempt += 1
 
+    async def _current(self) -> httpx.AsyncClient:
+        try:
+            return await self._clients.current()
+        except StoreClosed:
+            raise StoreClosed("this client is closed: make a new one to use it") from None
+
     async def aclose(self) -> None:
-        await self.http.aclose()
+        """Close this loop's connections now, the other loops' on their loops; again is a no-op."""
+        await self._clients.aclose_current()
+        self._clients.close()
 
 
 class AsyncSessions:
@@ -66,6 +91,20 @@ class AsyncSessions:
     async def create(self, id: str | None = None, user: str | None = None, metadata: Any = None) -> Session:
         """Create a session; the same ``id`` again by its owner answers the existing one."""
         return await self._send(calls.create_session(id, user, metadata))
+
+    async def fork(
+        self,
+        session_id: str,
+        lists: Mapping[str, int] | None = None,
+        id: str | None = None,
+        user: str | None = None,
+        metadata: Any = None,
+    ) -> Session:
+        """A new session of this key, ``parent`` the source, holding a copy of the source's session-scope
+        state (every agent's) as of one instant; each list named in ``lists`` (``{"AGENT/KEY": N}``) is cut
+        to its first N items there. ``user`` defaults to the source's. NotAList (and no session) when a
+        named key holds another value; NotFound for a session this key may not see."""
+        return await self._send(calls.fork_session(session_id, lists, id, user, metadata))
 
     async def get(self, session_id: str) -> Session:
         return await self._send(calls.get_session(session_id))
@@ -97,7 +136,11 @@ class AsyncRuns:
         self._send = sender.send
 
     async def start(
-        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None,
+        self,
+        agent: str,
+        input: Any = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
         queue_timeout: float | None = None,
     ) -> Run:
         return await self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
@@ -114,7 +157,10 @@ class AsyncRuns:
         return run
 
     async def list(
-        self, session_id: str | None = None, status: str | None = None, after: str | None = None,
+        self,
+        session_id: str | None = None,
+        status: str | None = None,
+        after: str | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[Run]:
         remaining = limit
@@ -191,8 +237,12 @@ class AsyncClient:
     """The caller's side of the HTTP API for asyncio: ``Client``'s calls, awaited. ``aclose()`` it."""
 
     def __init__(
-        self, base_url: str | None = None, key: str | None = None, timeout: float = _core.DEFAULT_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None, retries: int = _core.DEFAULT_RETRIES,
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        timeout: float = _core.DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retries: int = _core.DEFAULT_RETRIES,
     ) -> None:
         self.config = Config.build(base_url, key, timeout, retries)
         self._sender = AsyncSender(self.config, transport)
@@ -200,6 +250,9 @@ class AsyncClient:
         self.runs = AsyncRuns(self._sender)
         self.keys = AsyncKeys(self._sender)
         self.state = AsyncCallerState(self._sender)
+        self.memory: CallerMemory[AsyncMemory] = CallerMemory(
+            lambda target: AsyncMemory(AsyncHttpMemoryOps(self._sender.send, target))
+        )
         self.agents = AsyncAgents(self._sender)
 
     @property

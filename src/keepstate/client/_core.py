@@ -78,8 +78,9 @@ def check_base_url(url: str, source: str = "base_url") -> str:
     if parts.scheme in ("http", "https") and parts.hostname and port_ok and not (parts.query or parts.fragment):
         return url
     hint = f" (did you mean http://{url}?)" if "://" not in url else ""
-    raise ValueError(f"{source} {url!r} is not a keepstate server URL: expected http://host:port or "
-                     f"https://host[:port]{hint}")
+    raise ValueError(
+        f"{source} {url!r} is not a keepstate server URL: expected http://host:port or https://host[:port]{hint}"
+    )
 
 
 def _keep(answer: Any) -> Any:
@@ -152,6 +153,7 @@ def _param(value: Any) -> str:
 
 # -- answers ---------------------------------------------------------------------------------
 
+
 def decode(content: bytes) -> Any:
     if not content:
         return None
@@ -183,6 +185,7 @@ def transport_error(error: httpx.TransportError, config: Config) -> KeepstateErr
 
 
 # -- retries ---------------------------------------------------------------------------------
+
 
 def backoff(attempt: int) -> float:
     """Jittered exponential backoff: about 0.1, 0.2, 0.4 … seconds, capped at 5."""

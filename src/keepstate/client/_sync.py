@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
+from ..errors import StoreClosed
+from ..memory import Memory
 from ..scope import Scope
 from . import _core, calls
 from ._core import Call, Config
 from .invocation import HttpOps
+from .memory_calls import CallerMemory, HttpMemoryOps
 from .records import Agent, Key, Run, Session
 from .state_calls import StateTarget
 
@@ -33,13 +36,19 @@ class SyncSender:
         self.http = httpx.Client(transport=transport, **config.client_options())
 
     def send(self, call: Call[T]) -> T:
+        if self.http.is_closed:
+            raise StoreClosed("this Client is closed: make a new one to use it")
         attempt = 0
         while True:
             delay = None
             try:
                 response = self.http.request(
-                    call.method, call.path, params=call.params, content=call.content,
-                    headers=call.headers(self.config), timeout=call.timeout(self.config),
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=call.content,
+                    headers=call.headers(self.config),
+                    timeout=call.timeout(self.config),
                 )
             except httpx.TransportError as error:
                 delay = _core.retry_after_error(call, attempt, error, self.config)
@@ -66,6 +75,20 @@ class Sessions:
     def create(self, id: str | None = None, user: str | None = None, metadata: Any = None) -> Session:
         """Create a session; the same ``id`` again by its owner answers the existing one."""
         return self._send(calls.create_session(id, user, metadata))
+
+    def fork(
+        self,
+        session_id: str,
+        lists: Mapping[str, int] | None = None,
+        id: str | None = None,
+        user: str | None = None,
+        metadata: Any = None,
+    ) -> Session:
+        """A new session of this key, ``parent`` the source, holding a copy of the source's session-scope
+        state (every agent's) as of one instant; each list named in ``lists`` (``{"AGENT/KEY": N}``) is cut
+        to its first N items there. ``user`` defaults to the source's. NotAList (and no session) when a
+        named key holds another value; NotFound for a session this key may not see."""
+        return self._send(calls.fork_session(session_id, lists, id, user, metadata))
 
     def get(self, session_id: str) -> Session:
         """The session, or NotFound (also for one this key may not see)."""
@@ -97,7 +120,11 @@ class Runs:
         self._send = sender.send
 
     def start(
-        self, agent: str, input: Any = None, session_id: str | None = None, idempotency_key: str | None = None,
+        self,
+        agent: str,
+        input: Any = None,
+        session_id: str | None = None,
+        idempotency_key: str | None = None,
         queue_timeout: float | None = None,
     ) -> Run:
         """Queue a run. SessionBusy while another turn of the session is queued or running. ``queue_timeout``
@@ -116,7 +143,10 @@ class Runs:
         return run
 
     def list(
-        self, session_id: str | None = None, status: str | None = None, after: str | None = None,
+        self,
+        session_id: str | None = None,
+        status: str | None = None,
+        after: str | None = None,
         limit: int | None = None,
     ) -> Iterator[Run]:
         """Runs oldest first, fetched page by page; at most ``limit`` of them when given."""
@@ -202,8 +232,12 @@ class Client:
     """
 
     def __init__(
-        self, base_url: str | None = None, key: str | None = None, timeout: float = _core.DEFAULT_TIMEOUT,
-        transport: httpx.BaseTransport | None = None, retries: int = _core.DEFAULT_RETRIES,
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        timeout: float = _core.DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+        retries: int = _core.DEFAULT_RETRIES,
     ) -> None:
         self.config = Config.build(base_url, key, timeout, retries)
         self._sender = SyncSender(self.config, transport)
@@ -211,6 +245,9 @@ class Client:
         self.runs = Runs(self._sender)
         self.keys = Keys(self._sender)
         self.state = CallerState(self._sender)
+        self.memory: CallerMemory[Memory] = CallerMemory(
+            lambda target: Memory(HttpMemoryOps(self._sender.send, target))
+        )
         self.agents = Agents(self._sender)
 
     @property

@@ -111,8 +111,10 @@ class WorkerSettings:
 
     def ready_line(self, agents: list[str]) -> str:
         """What a worker logs once when it starts claiming."""
-        return (f"claiming invocations of {', '.join(agents)} from {self.config().base_url} "
-                f"(concurrency {self.concurrency})")
+        return (
+            f"claiming invocations of {', '.join(agents)} from {self.config().base_url} "
+            f"(concurrency {self.concurrency})"
+        )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,9 +129,11 @@ class AgentRegistration:
     def agent(self, name: str) -> Callable[[F], F]:
         """Register the decorated function as agent ``name``; it gets an ``Invocation``
         (an ``AsyncInvocation`` on an ``AsyncWorker``)."""
+
         def register(fn: F) -> F:
             self._registry.add(name, fn)
             return fn
+
         return register
 
     @property
@@ -163,4 +167,3 @@ def describe(claim: Claim, error: BaseException | None) -> str:
 
 def is_fatal(error: KeepstateError) -> bool:
     return error.code in FATAL
-

@@ -60,8 +60,12 @@ class AsyncWorker(AgentRegistration):
     """Runs ``async def`` agent functions registered with ``@worker.agent(name)`` against a server."""
 
     def __init__(
-        self, base_url: str | None = None, key: str | None = None, concurrency: int = 1,
-        timeout: float = _core.DEFAULT_TIMEOUT, claim_wait: float = DEFAULT_CLAIM_WAIT,
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        concurrency: int = 1,
+        timeout: float = _core.DEFAULT_TIMEOUT,
+        claim_wait: float = DEFAULT_CLAIM_WAIT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = WorkerSettings(base_url, key, 1, timeout, claim_wait)
@@ -80,8 +84,13 @@ class AsyncWorker(AgentRegistration):
         budget = Budget(stop_after)
         try:
             with _graceful_signals(asyncio.get_running_loop(), self.stop):
-                log.info(self.settings.ready_line(agents))
-                await asyncio.gather(*(self._loop(agents, budget) for _ in range(self.settings.concurrency)))
+                claiming = asyncio.Event()
+                announce = asyncio.create_task(self._announce(agents, claiming))
+                loops = (self._loop(agents, budget, claiming) for _ in range(self.settings.concurrency))
+                try:
+                    await asyncio.gather(*loops)
+                finally:
+                    announce.cancel()
         finally:
             await self.aclose()
         if self._fatal is not None:
@@ -118,11 +127,18 @@ class AsyncWorker(AgentRegistration):
             self._sender = AsyncSender(self.settings.config(), self._transport)
         return await self._sender.send(call)
 
-    async def _loop(self, agents: list[str], budget: Budget) -> None:
+    async def _announce(self, agents: list[str], claiming: asyncio.Event) -> None:
+        """Log that the worker is claiming once the server answered a claim: a refused key is then one
+        error alone, never after a line saying all is well."""
+        await claiming.wait()
+        log.info(self.settings.ready_line(agents))
+
+    async def _loop(self, agents: list[str], budget: Budget, claiming: asyncio.Event) -> None:
         failures = 0
+        wait = 0.0  # the first claim answers at once, so the worker knows its key works before it says so
         while not self._stopping.is_set() and budget.take():
             try:
-                claim = await self._send(calls.claim(agents, self.settings.claim_wait))
+                claim = await self._send(calls.claim(agents, wait))
             except KeepstateError as error:
                 budget.give_back()
                 if is_fatal(error):
@@ -133,15 +149,20 @@ class AsyncWorker(AgentRegistration):
                 await asyncio.sleep(_core.backoff(min(failures, 6)) * 5)
                 failures += 1
                 continue
-            failures = 0
+            failures, wait = 0, self.settings.claim_wait
+            claiming.set()
             if claim is None:
                 budget.give_back()
             else:
                 await self._execute(claim)
 
     async def _execute(self, claim: Claim) -> None:
-        inv = AsyncInvocation(claim, async_http_state(self._send, claim.token), self._child_starter(claim.token),
-                              AsyncMemory(AsyncHttpMemoryOps(self._send, run_target(claim.token))))
+        inv = AsyncInvocation(
+            claim,
+            async_http_state(self._send, claim.token),
+            self._child_starter(claim.token),
+            AsyncMemory(AsyncHttpMemoryOps(self._send, run_target(claim.token))),
+        )
         fn = self._registry.functions.get(claim.agent)
         done = asyncio.Event()
         beat = asyncio.create_task(heartbeat(self._send, inv, done))
@@ -171,6 +192,7 @@ class AsyncWorker(AgentRegistration):
         async def start(agent: str, input: Any, session_id: str | None) -> Run:
             result: Run = await self._send(calls.start_run(agent, input, session_id, None, token=token))
             return result
+
         return start
 
 

@@ -5,6 +5,7 @@ Built once here and sent by either face (sync or async), so the two cannot drift
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .. import values
@@ -14,10 +15,19 @@ from .records import Agent, Claim, Heartbeat, Key, Run, Session
 
 # -- sessions --------------------------------------------------------------------------------
 
+
 def create_session(id: str | None, user: str | None, metadata: Any) -> Call[Session]:
     # With an explicit id, a repeat by the same owner answers the existing session: safe to retry.
     content = body({"id": id, "user": user, "metadata": metadata})
     return Call("POST", "/v0/sessions", Session.from_dict, content, safe=id is not None)
+
+
+def fork_session(
+    session_id: str, lists: Mapping[str, int] | None, id: str | None, user: str | None, metadata: Any
+) -> Call[Session]:
+    # With an explicit id, a repeat from the same source answers the fork already made: safe to retry.
+    content = body({"id": id, "user": user, "metadata": metadata, "lists": None if lists is None else dict(lists)})
+    return Call("POST", f"/v0/sessions/{segment(session_id)}/fork", Session.from_dict, content, safe=id is not None)
 
 
 def get_session(session_id: str) -> Call[Session]:
@@ -43,17 +53,34 @@ def delete_session(session_id: str) -> Call[None]:
 
 # -- runs ------------------------------------------------------------------------------------
 
+
 def start_run(
-    agent: str, input: Any, session_id: str | None, idempotency_key: str | None, token: str | None = None,
+    agent: str,
+    input: Any,
+    session_id: str | None,
+    idempotency_key: str | None,
+    token: str | None = None,
     queue_timeout: float | None = None,
 ) -> Call[Run]:
     """Start a run; with a run ``token`` it is a child of the token's run. ``queue_timeout``: seconds it
     may stay queued before it expires (the server's default when None)."""
-    content = body({"agent": agent, "input": input, "session_id": session_id, "idempotency_key": idempotency_key,
-                    "queue_timeout": queue_timeout})
+    content = body(
+        {
+            "agent": agent,
+            "input": input,
+            "session_id": session_id,
+            "idempotency_key": idempotency_key,
+            "queue_timeout": queue_timeout,
+        }
+    )
     return Call(
-        "POST", "/v0/runs", Run.from_dict, content,
-        auth="token" if token is not None else "key", token=token, safe=idempotency_key is not None,
+        "POST",
+        "/v0/runs",
+        Run.from_dict,
+        content,
+        auth="token" if token is not None else "key",
+        token=token,
+        safe=idempotency_key is not None,
     )
 
 
@@ -62,8 +89,12 @@ def get_run(run_id: str, wait: float | None = None) -> Call[Run]:
     if wait is not None:
         wait = max(0.0, min(MAX_RUN_WAIT_S, float(wait)))
     return Call(
-        "GET", f"/v0/runs/{segment(run_id)}", Run.from_dict,
-        params=query(wait=None if wait is None else round(wait, 3)), safe=True, long_poll=wait or 0.0,
+        "GET",
+        f"/v0/runs/{segment(run_id)}",
+        Run.from_dict,
+        params=query(wait=None if wait is None else round(wait, 3)),
+        safe=True,
+        long_poll=wait or 0.0,
     )
 
 
@@ -88,6 +119,7 @@ def cancel_run(run_id: str) -> Call[Run]:
 
 # -- agents ----------------------------------------------------------------------------------
 
+
 def list_agents() -> Call[list[Agent]]:
     def parse(answer: Any) -> list[Agent]:
         return [Agent.from_dict(item) for item in answer.get("agents", [])]
@@ -96,6 +128,7 @@ def list_agents() -> Call[list[Agent]]:
 
 
 # -- keys ------------------------------------------------------------------------------------
+
 
 def create_key(role: str, name: str | None) -> Call[Key]:
     return Call("POST", "/v0/keys", Key.from_dict, body({"role": role, "name": name}))
@@ -113,6 +146,7 @@ def revoke_key(key_id: str) -> Call[None]:
 
 
 # -- invocations (worker side) ---------------------------------------------------------------
+
 
 def claim(agents: list[str], wait: float) -> Call[Claim | None]:
     """Long-poll for an invocation of one of ``agents``; None when none came within ``wait``.

@@ -212,8 +212,9 @@ class _Facts:
 class Invocation(_Facts):
     """One execution of a run, for a sync agent function: facts, ``state``, ``memory``, ``hold``, ``start_run``."""
 
-    def __init__(self, claim: Claim, state: State, start_run: Callable[[str, Any, str | None], Run],
-                 memory: Memory) -> None:
+    def __init__(
+        self, claim: Claim, state: State, start_run: Callable[[str, Any, str | None], Run], memory: Memory
+    ) -> None:
         super().__init__(claim)
         self.state = state
         self.memory = memory
@@ -229,7 +230,10 @@ class AsyncInvocation(_Facts):
     """One execution of a run, for an async agent function: ``state`` and ``start_run`` are awaited."""
 
     def __init__(
-        self, claim: Claim, state: AsyncState, start_run: Callable[[str, Any, str | None], Awaitable[Run]],
+        self,
+        claim: Claim,
+        state: AsyncState,
+        start_run: Callable[[str, Any, str | None], Awaitable[Run]],
         memory: AsyncMemory,
     ) -> None:
         super().__init__(claim)

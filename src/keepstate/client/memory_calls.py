@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..errors import InvalidRequest
 from ..memory import AsyncMemoryOps, Document, DocumentInfo, Hit, ListPage, MemoryOps
@@ -40,16 +40,46 @@ def run_target(token: str) -> MemoryTarget:
     return MemoryTarget("/v0/memory", token)
 
 
+def caller_target(*parts: str) -> MemoryTarget:
+    """``caller_target("agents", agent, "memory")`` → ``/v0/agents/{agent}/memory``, with the client's key."""
+    return MemoryTarget("/v0/" + "/".join(segment(part) for part in parts))
+
+
+M = TypeVar("M")
+
+
+class CallerMemory(Generic[M]):
+    """``client.memory``: an agent's memory read and written with the client's key (admins, as the API's
+    ``/v0/agents/{agent}/memory`` and ``/v0/users/{user}/memory/{agent}``), to seed a knowledge base
+    from a backend, read what an agent filed, or act as one end user. It hands out the same ``Memory``
+    (``AsyncMemory`` from ``AsyncClient``) as an agent's ``inv.memory``; a member gets ``Forbidden``.
+    One class for both clients: ``make`` makes the face's memory over a target."""
+
+    def __init__(self, make: Callable[[MemoryTarget], M]) -> None:
+        self._make = make
+
+    def agent(self, agent: str) -> M:
+        """Every folder of ``agent``'s memory: the shared documents and each end user's ``users/{user}/``."""
+        return self._make(caller_target("agents", agent, "memory"))
+
+    def user(self, user: str, agent: str) -> M:
+        """``agent``'s memory as end user ``user`` sees it: the shared documents and ``users/{user}/``
+        (writable only there, as for one of that user's runs)."""
+        return self._make(caller_target("users", user, "memory", agent))
+
+
 def read(target: MemoryTarget, path: str) -> Call[Document | None]:
     return target.call("GET", target.document(path), Document.from_dict, safe=True, absent=lambda: None)
 
 
-def write(target: MemoryTarget, path: str, text: str, metadata: dict[str, Any] | None,
-          if_version: int | None) -> Call[int]:
+def write(
+    target: MemoryTarget, path: str, text: str, metadata: dict[str, Any] | None, if_version: int | None
+) -> Call[int]:
     guard = check_if_version(if_version)
     content = body({"text": text, "metadata": metadata, "if_version": guard})
-    return target.call("PUT", target.document(path), lambda answer: int(answer["version"]), content=content,
-                       safe=guard is not None)
+    return target.call(
+        "PUT", target.document(path), lambda answer: int(answer["version"]), content=content, safe=guard is not None
+    )
 
 
 def delete(target: MemoryTarget, path: str, if_version: int | None) -> Call[None]:
@@ -65,11 +95,13 @@ def list_page(target: MemoryTarget, prefix: str, after: str, limit: int) -> Call
     return target.call("GET", target.prefix, parse, params=params, safe=True)
 
 
-def search(target: MemoryTarget, text: str, prefix: str | None, limit: int) -> Call[list[Hit]]:
+def search(
+    target: MemoryTarget, text: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+) -> Call[list[Hit]]:
     def parse(answer: Any) -> list[Hit]:
         return [Hit.from_dict(item) for item in answer.get("hits", [])]
 
-    content = body({"query": text, "prefix": prefix, "limit": limit})
+    content = body({"query": text, "prefix": prefix, "limit": limit, "mode": mode, "filter": filter})
     return target.call("POST", f"{target.prefix}/search", parse, content=content, safe=True)
 
 
@@ -94,8 +126,10 @@ class HttpMemoryOps(MemoryOps):
         page: ListPage = self._send(list_page(self._target, prefix, after, limit))
         return page
 
-    def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]:
-        hits: list[Hit] = self._send(search(self._target, query, prefix, limit))
+    def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]:
+        hits: list[Hit] = self._send(search(self._target, query, prefix, limit, mode, filter))
         return hits
 
 
@@ -120,6 +154,8 @@ class AsyncHttpMemoryOps(AsyncMemoryOps):
         page: ListPage = await self._send(list_page(self._target, prefix, after, limit))
         return page
 
-    async def search(self, query: str, prefix: str | None, limit: int) -> list[Hit]:
-        hits: list[Hit] = await self._send(search(self._target, query, prefix, limit))
+    async def search(
+        self, query: str, prefix: str | None, limit: int, mode: str | None, filter: dict[str, Any] | None
+    ) -> list[Hit]:
+        hits: list[Hit] = await self._send(search(self._target, query, prefix, limit, mode, filter))
         return hits

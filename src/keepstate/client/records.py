@@ -26,13 +26,15 @@ def _from_dict(cls: type[R], data: Any) -> R:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """A session: the runs (turns) of one conversation. ``owner`` is the id of the key that created it."""
+    """A session: the runs (turns) of one conversation. ``owner`` is the id of the key that created it;
+    ``parent`` the id of the session it was forked from (None when not forked)."""
 
     id: str
     owner: str | None
     user: str | None
     metadata: Any
     created_at: int | None
+    parent: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> Session:

@@ -43,10 +43,28 @@ class StateTarget:
     def key_path(self, key: str, action: str = "") -> str:
         return f"{self.prefix}/{segment(values.check_key(key))}" + (f"/{action}" if action else "")
 
-    def call(self, method: str, path: str, parse: Any, content: bytes | None = None, safe: bool = False,
-             params: dict[str, str] | None = None, absent: Any = None) -> Call[Any]:
-        return Call(method, path, parse, content, params or {}, auth=self.auth, token=self.token, safe=safe,
-                    absent=absent, absent_names_key=self.auth == "key")
+    def call(
+        self,
+        method: str,
+        path: str,
+        parse: Any,
+        content: bytes | None = None,
+        safe: bool = False,
+        params: dict[str, str] | None = None,
+        absent: Any = None,
+    ) -> Call[Any]:
+        return Call(
+            method,
+            path,
+            parse,
+            content,
+            params or {},
+            auth=self.auth,
+            token=self.token,
+            safe=safe,
+            absent=absent,
+            absent_names_key=self.auth == "key",
+        )
 
 
 def _body(fields: dict[str, Any]) -> bytes:
@@ -103,8 +121,9 @@ def put(target: StateTarget, key: str, value: Any, if_version: int | None, ttl_m
 
 
 def delete(target: StateTarget, key: str, if_version: int | None) -> Call[None]:
-    return target.call("DELETE", target.key_path(key), _none, params=query(if_version=if_version),
-                       safe=if_version is not None)
+    return target.call(
+        "DELETE", target.key_path(key), _none, params=query(if_version=if_version), safe=if_version is not None
+    )
 
 
 def append(target: StateTarget, key: str, items: list[Any], ttl_ms: int | None) -> Call[Appended]:
@@ -122,31 +141,42 @@ def keys(target: StateTarget, prefix: str, after: str, limit: int) -> Call[Page]
 
 
 def tail(target: StateTarget, key: str, n: int) -> Call[Items]:
-    return target.call("GET", target.key_path(key), _list, params=query(tail=n), safe=True,
-                       absent=lambda: Items([], 0, 0))
+    return target.call(
+        "GET", target.key_path(key), _list, params=query(tail=n), safe=True, absent=lambda: Items([], 0, 0)
+    )
 
 
 def items(target: StateTarget, key: str, start: int, limit: int) -> Call[Items]:
-    return target.call("GET", target.key_path(key), _list, params=query(start=start, limit=limit), safe=True,
-                       absent=lambda: Items([], 0, 0))
+    return target.call(
+        "GET",
+        target.key_path(key),
+        _list,
+        params=query(start=start, limit=limit),
+        safe=True,
+        absent=lambda: Items([], 0, 0),
+    )
 
 
-def trim(target: StateTarget, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None
-         ) -> Call[Appended]:
+def trim(target: StateTarget, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Call[Appended]:
     content = _body({"keep_last": keep_last, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
     return target.call("POST", target.key_path(key, "trim"), _appended, content, safe=if_version is not None)
 
 
 def pop(target: StateTarget, key: str, if_version: int | None) -> Call[Any]:
     content = _body({"if_version": if_version})
-    return target.call("POST", target.key_path(key, "pop"), lambda a: a.get("item"), content,
-                       safe=if_version is not None, absent=lambda: None)
+    return target.call(
+        "POST",
+        target.key_path(key, "pop"),
+        lambda a: a.get("item"),
+        content,
+        safe=if_version is not None,
+        absent=lambda: None,
+    )
 
 
 def incr(target: StateTarget, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> Call[int]:
     content = _body({"by": by, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("POST", target.key_path(key, "incr"), _counted, content,
-                       safe=if_version is not None)
+    return target.call("POST", target.key_path(key, "incr"), _counted, content, safe=if_version is not None)
 
 
 def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl_ms: int | None) -> Call[Any]:
@@ -167,7 +197,12 @@ def _patched(answer: Any) -> Any:
 
 
 _ANSWERS: dict[str, Callable[[Any], Any]] = {
-    "put": _version, "delete": _none, "append": _appended, "trim": _appended, "incr": _counted, "patch": _patched,
+    "put": _version,
+    "delete": _none,
+    "append": _appended,
+    "trim": _appended,
+    "incr": _counted,
+    "patch": _patched,
 }
 
 

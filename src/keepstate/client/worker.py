@@ -72,8 +72,12 @@ class Worker(AgentRegistration):
     """
 
     def __init__(
-        self, base_url: str | None = None, key: str | None = None, concurrency: int = 1,
-        timeout: float = _core.DEFAULT_TIMEOUT, claim_wait: float = DEFAULT_CLAIM_WAIT,
+        self,
+        base_url: str | None = None,
+        key: str | None = None,
+        concurrency: int = 1,
+        timeout: float = _core.DEFAULT_TIMEOUT,
+        claim_wait: float = DEFAULT_CLAIM_WAIT,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.settings = WorkerSettings(base_url, key, 1, timeout, claim_wait)
@@ -81,6 +85,7 @@ class Worker(AgentRegistration):
         self._registry = Registry(is_async=False)
         self._transport = transport
         self._stop = threading.Event()
+        self._claiming = threading.Event()
         self._fatal: KeepstateError | None = None
         self._sender: SyncSender | None = None
         self._sender_lock = threading.Lock()
@@ -89,6 +94,7 @@ class Worker(AgentRegistration):
         """Claim and run invocations until stopped (or ``stop_after`` were handled); return how many."""
         agents = self._registry.names()
         self._stop.clear()
+        self._claiming.clear()
         self._fatal = None
         budget = Budget(stop_after)
         threads = [
@@ -98,7 +104,7 @@ class Worker(AgentRegistration):
         with _graceful_signals(self.stop):
             for thread in threads:
                 thread.start()
-            log.info(self.settings.ready_line(agents))
+            self._announce(agents, threads)
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
@@ -140,11 +146,20 @@ class Worker(AgentRegistration):
             sender = self._sender
         return sender.send(call)
 
+    def _announce(self, agents: list[str], threads: list[threading.Thread]) -> None:
+        """Log that the worker is claiming once the server answered a claim: a refused key is then one
+        error alone, never after a line saying all is well."""
+        while not self._claiming.wait(0.2):
+            if not any(thread.is_alive() for thread in threads):
+                return
+        log.info(self.settings.ready_line(agents))
+
     def _loop(self, agents: list[str], budget: Budget) -> None:
         failures = 0
+        wait = 0.0  # the first claim answers at once, so the worker knows its key works before it says so
         while not self._stop.is_set() and budget.take():
             try:
-                claim = self._send(calls.claim(agents, self.settings.claim_wait))
+                claim = self._send(calls.claim(agents, wait))
             except KeepstateError as error:
                 budget.give_back()
                 if is_fatal(error):
@@ -155,15 +170,20 @@ class Worker(AgentRegistration):
                 self._stop.wait(_core.backoff(min(failures, 6)) * 5)
                 failures += 1
                 continue
-            failures = 0
+            failures, wait = 0, self.settings.claim_wait
+            self._claiming.set()
             if claim is None:
                 budget.give_back()
             else:
                 self._execute(claim)
 
     def _execute(self, claim: Claim) -> None:
-        inv = Invocation(claim, http_state(self._send, claim.token), self._child_starter(claim.token),
-                         Memory(HttpMemoryOps(self._send, run_target(claim.token))))
+        inv = Invocation(
+            claim,
+            http_state(self._send, claim.token),
+            self._child_starter(claim.token),
+            Memory(HttpMemoryOps(self._send, run_target(claim.token))),
+        )
         fn = self._registry.functions.get(claim.agent)
         beat = HeartbeatThread(self._send, inv)
         beat.start()
@@ -192,6 +212,7 @@ class Worker(AgentRegistration):
         def start(agent: str, input: Any, session_id: str | None) -> Run:
             result: Run = self._send(calls.start_run(agent, input, session_id, None, token=token))
             return result
+
         return start
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 import orjson
 
 from ..clock import now_ms
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, StoreClosed
 from ..stores.base import EntryRow, HarnessFacet, Pending, Row
 from .records import (
     Enqueued,
@@ -40,13 +40,23 @@ class HarnessStore:
     """The store; open it with ``open_harness_store``. Synchronous; safe to share between threads."""
 
     def __init__(self, facet: HarnessFacet, prefix: str, chunk_size: int, close: Callable[[], None]) -> None:
-        self._db = facet
+        self._facet: HarnessFacet | None = facet
         self._close = close
         self.prefix = prefix
         self.chunk_size = chunk_size
 
+    @property
+    def _db(self) -> HarnessFacet:
+        """The store's facet; ``StoreClosed`` once the store is closed."""
+        if self._facet is None:
+            raise StoreClosed("this harness store is closed: open it again to use it")
+        return self._facet
+
     def close(self) -> None:
-        self._close()
+        """Close the store; again is a no-op, and every call after it raises ``StoreClosed``."""
+        if self._facet is not None:
+            self._facet = None
+            self._close()
 
     def __enter__(self) -> HarnessStore:
         return self
@@ -230,8 +240,16 @@ def _session(row: Row) -> SessionRecord:
 def _operation(row: Row) -> OperationRecord:
     session, id, seq, status, input, meta, result, reason, created_at, settled_at = row
     return OperationRecord(
-        session, id, seq, status, orjson.loads(input), orjson.loads(meta), orjson.loads(result),
-        reason, created_at, settled_at,
+        session,
+        id,
+        seq,
+        status,
+        orjson.loads(input),
+        orjson.loads(meta),
+        orjson.loads(result),
+        reason,
+        created_at,
+        settled_at,
     )
 
 

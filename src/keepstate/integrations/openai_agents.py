@@ -37,8 +37,9 @@ try:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 except ImportError as error:  # the extra is not installed
-    raise ImportError("keepstate.integrations.openai_agents needs the OpenAI Agents SDK: "
-                      "pip install 'keepstate[openai-agents]'") from error
+    raise ImportError(
+        "keepstate.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'keepstate[openai-agents]'"
+    ) from error
 
 AGENT = "openai-agents"
 """The agent whose session scope holds the items, and under which the sessions are registered."""
@@ -72,8 +73,9 @@ class KeepstateSession:
     session_id: str
     session_settings: SessionSettings
 
-    def __init__(self, session_id: str, url: str, *,
-                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, session_id: str, url: str, *, session_settings: SessionSettings | dict[str, Any] | None = None
+    ) -> None:
         settings = _settings(session_settings)
         store = keepstate.open(url)
         try:
@@ -83,8 +85,13 @@ class KeepstateSession:
             raise
 
     @classmethod
-    def from_store(cls, session_id: str, store: keepstate.Store, *,
-                   session_settings: SessionSettings | dict[str, Any] | None = None) -> KeepstateSession:
+    def from_store(
+        cls,
+        session_id: str,
+        store: keepstate.Store,
+        *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> KeepstateSession:
         """A session on an open store, which its ``close()`` leaves open."""
         session = cls.__new__(cls)
         session._start(session_id, store, _settings(session_settings), owns_store=False)
@@ -197,11 +204,12 @@ class KeepstateSession:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is closed")
+            raise keepstate.StoreClosed(f"this {type(self).__name__} is closed: make a new one to use it")
 
     def _busy(self, call: str) -> keepstate.VersionConflict:
-        return keepstate.VersionConflict(f"{call} on session {self.session_id!r} kept meeting concurrent writes "
-                                         f"({WRITE_TRIES} tries)")
+        return keepstate.VersionConflict(
+            f"{call} on session {self.session_id!r} kept meeting concurrent writes ({WRITE_TRIES} tries)"
+        )
 
     async def _parts(self) -> tuple[int, int]:
         """(the number of archived parts, the version of that count: 0 when there is none)."""
@@ -247,8 +255,10 @@ class KeepstateSession:
                 number -= 1
             if items is not None and (await self._parts())[1] == parts_version:
                 return items
-        raise keepstate.VersionConflict(f"the items of session {self.session_id!r} kept changing while being "
-                                        f"read ({READ_TRIES} tries); read fewer at a time with get_items(limit)")
+        raise keepstate.VersionConflict(
+            f"the items of session {self.session_id!r} kept changing while being "
+            f"read ({READ_TRIES} tries); read fewer at a time with get_items(limit)"
+        )
 
     async def _whole(self, key: str) -> tuple[list[Any], int]:
         """All the items of list ``key`` and its version, read in pages of one version."""
@@ -286,8 +296,9 @@ def _pieces(items: list[Any]) -> list[list[Any]]:
     for index, encoded in enumerate(encode_all(items)):
         alone = list_size((len(encoded),), 1)
         if alone > MAX_VALUE_BYTES:
-            raise keepstate.TooLarge(f"item {index} is {alone - 2} bytes as JSON: a session item holds at most "
-                                     f"{MAX_VALUE_BYTES - 2}")
+            raise keepstate.TooLarge(
+                f"item {index} is {alone - 2} bytes as JSON: a session item holds at most {MAX_VALUE_BYTES - 2}"
+            )
         grown = size + len(encoded) + (1 if pieces[-1] else 0)
         if grown > MAX_VALUE_BYTES:
             pieces.append([])

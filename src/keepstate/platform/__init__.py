@@ -12,8 +12,9 @@ from .service import DEFAULT_QUEUE_TIMEOUT_S, Platform
 from .state import StateApi
 
 
-async def open_platform(url: str, lease_seconds: float = 30.0, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S
-                        ) -> Platform:
+async def open_platform(
+    url: str, lease_seconds: float = 30.0, queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S
+) -> Platform:
     """A ``Platform`` over the store at ``url``; close it with ``aclose()``. InvalidRequest for a store
     without platform records (Redis), Unavailable when the store cannot be reached. ``queue_timeout``:
     the seconds a run started without its own may stay queued."""

@@ -1,7 +1,9 @@
 """The worker side: claim an invocation, heartbeat it, end it (complete, fail, hold).
 
 A claim is one atomic UPDATE in the store (``status = 'queued'`` is the guard), so one invocation
-goes to exactly one worker however many server processes share the store. A claim with ``wait``
+goes to exactly one worker however many server processes share the store. The same guard holds the
+claimer's key live: a claim already waiting when its key is revoked takes nothing (and answers 401),
+and a revocation ends the invocations its key holds (``Platform.end_key``). A claim with ``wait``
 long-polls: a cheap read first, the claiming write only when something is queued, woken at once
 by this process's own changes and every ``CLAIM_POLL_S`` for other processes'.
 
@@ -51,11 +53,13 @@ class Invocations:
         while True:
             event = self.platform.changed.current()
             if await self.repo.has_queued(caller.env, agents, now_ms()):
-                claimed = await self._claim_now(caller.env, agents)
+                claimed = await self._claim_now(caller.env, agents, caller.key_id)
                 if claimed is not None:
                     return claimed
+                await self.platform.recheck(caller)  # the claim's guard refuses a revoked key: say so
             left = deadline - loop.time()
             if left <= 0:
+                await self.platform.recheck(caller)
                 return None
             await self.platform.changed.wait(min(left, CLAIM_POLL_S), event)
 
@@ -69,9 +73,9 @@ class Invocations:
         await self.repo.touch_agents(env, due, now_ms())
         self._touched.update(((env, agent), at) for agent in due)
 
-    async def _claim_now(self, env: str, agents: list[str]) -> Claimed | None:
+    async def _claim_now(self, env: str, agents: list[str], claimer: str) -> Claimed | None:
         token = auth.new_run_token()
-        claimed = await self.repo.claim(env, agents, auth.hash_secret(token), self._lease_until(), now_ms())
+        claimed = await self.repo.claim(env, agents, auth.hash_secret(token), self._lease_until(), now_ms(), claimer)
         if claimed is None:
             return None
         self.platform.changed.notify()

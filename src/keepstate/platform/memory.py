@@ -24,16 +24,19 @@ for a user folder or a shared one. The 512 characters count the path with the us
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import values
 from ..clock import now_ms
+from ..embedders import Embedder
 from ..errors import InvalidRequest, InvalidValue, NotFound, NoUser, TooLarge
 from ..scope import check_if_version
-from ..search import Query, parse_query
+from ..search import Query, check_query_text, parse_query
+from ..semantic import SEMANTIC, TEXT, check_filter, check_mode
 from ..stores.base import DocumentsFacet
-from ..stores.documents import DocumentHead, PathFilter, StoredDocument, StoredHit
+from ..stores.documents import DocumentHead, DocumentWrite, PathFilter, StoredDocument, StoredHit
+from . import embedding
 from .models import Caller
 from .service import require
 
@@ -89,8 +92,9 @@ def document_path(view: View, written: object) -> str:
     _check_first(segments[0], written)
     if segments[0] == USERS:
         if len(segments) < 3:
-            raise InvalidRequest(f"a path under users/ names a document in a user's folder: users/{{user}}/NAME, "
-                                 f"got {written[:80]!r}")
+            raise InvalidRequest(
+                f"a path under users/ names a document in a user's folder: users/{{user}}/NAME, got {written[:80]!r}"
+            )
         segments[1] = _user_segment(view, segments[1], written)
         rest = segments[2:]
     else:
@@ -156,8 +160,10 @@ def _user_segment(view: View, segment: str, written: str) -> str:
 
 def _check_segment(segment: str, written: str, partial: bool = False) -> None:
     if _SEGMENT.fullmatch(segment) is None or (not partial and segment in (".", "..")):
-        raise InvalidRequest(f"path {written[:80]!r}: segments are non-empty runs of A-Z a-z 0-9 . _ -, "
-                             "never . or .., separated by single slashes")
+        raise InvalidRequest(
+            f"path {written[:80]!r}: segments are non-empty runs of A-Z a-z 0-9 . _ -, "
+            "never . or .., separated by single slashes"
+        )
 
 
 def _bounded(path: str, written: str) -> str:
@@ -209,15 +215,40 @@ def check_hits(limit: object) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Search:
-    """A checked search request: the parsed query, the filter, how many hits."""
+    """A checked search request: the query as typed and parsed (no terms: not searched by words), the
+    filter (folders, metadata), how many hits, and the mode (``keepstate.semantic``)."""
 
+    text: str
     query: Query
     where: PathFilter
     limit: int
+    mode: str = TEXT
 
 
-def checked_search(view: View, query: object, prefix: object, limit: object) -> Search:
-    return Search(parse_query(query), listing_filter(view, "" if prefix is None else prefix), check_hits(limit))
+def checked_search(
+    view: View,
+    query: object,
+    prefix: object,
+    limit: object,
+    mode: object = None,
+    filter: object = None,
+    has_embedder: bool = False,
+) -> Search:
+    """The search asked for: InvalidRequest for a malformed part, NoEmbedder for meaning without an embedder.
+    A query searched by meaning alone may be any text (quotes are no syntax there)."""
+    checked_mode = check_mode(mode, has_embedder)
+    parsed = parse_query(query) if checked_mode != SEMANTIC else _meaning_query(query)
+    assert isinstance(query, str)  # both checks refuse anything else
+    where = listing_filter(view, "" if prefix is None else prefix)
+    where = replace(where, metadata=check_filter(filter))
+    return Search(query, parsed, where, check_hits(limit), checked_mode)
+
+
+def _meaning_query(query: object) -> Query:
+    """A query by meaning: any text (quotes are no syntax there) holding more than blanks."""
+    if not check_query_text(query).strip():
+        raise InvalidRequest("query has nothing to search for")
+    return Query(())
 
 
 def next_cursor(heads: list[DocumentHead], limit: int) -> str | None:
@@ -229,10 +260,13 @@ def next_cursor(heads: list[DocumentHead], limit: int) -> str | None:
 
 class MemoryApi:
     """Memory over the documents facet for the server: each call resolves its paths through the view
-    first, so nothing of a folder the view may not reach is ever read, written or searched."""
+    first, so nothing of a folder the view may not reach is ever read, written or searched. With an
+    ``embedder``, a write stores its document's passages with it (an embedder's failure is logged and
+    left to the retry: the document is kept) and searches may go by meaning (``platform.embedding``)."""
 
-    def __init__(self, facet: DocumentsFacet) -> None:
+    def __init__(self, facet: DocumentsFacet, embedder: Embedder | None = None) -> None:
         self.facet = facet
+        self.embedder = embedder
 
     async def read(self, view: View, path: str) -> StoredDocument:
         stored = document_path(view, path)
@@ -247,7 +281,9 @@ class MemoryApi:
             raise InvalidRequest("text is required")
         text, metadata = check_text(body["text"]), check_metadata(body.get("metadata"))
         if_version = check_if_version(body.get("if_version"))
-        return await self.facet.write(view.space, stored, text, metadata, if_version, now_ms())
+        return await embedding.write(
+            self.facet, self.embedder, DocumentWrite(view.space, stored, text, metadata, if_version, now_ms())
+        )
 
     async def delete(self, view: View, path: str, if_version: int | None) -> None:
         await self.facet.delete(view.space, document_path(view, path), if_version)
@@ -260,5 +296,13 @@ class MemoryApi:
     async def search(self, view: View, body: dict[str, Any]) -> list[StoredHit]:
         if "query" not in body:
             raise InvalidRequest("query is required")
-        found = checked_search(view, body["query"], body.get("prefix"), body.get("limit"))
-        return await self.facet.search(view.space, found.query, found.where, found.limit)
+        found = checked_search(
+            view,
+            body["query"],
+            body.get("prefix"),
+            body.get("limit"),
+            body.get("mode"),
+            body.get("filter"),
+            self.embedder is not None,
+        )
+        return await embedding.search(self.facet, self.embedder, view.space, found)

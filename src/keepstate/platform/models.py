@@ -13,12 +13,21 @@ from ..stores.records import RunContext
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who makes a request: a key (admin/member/worker) or a run token (``role == "run"``)."""
+    """Who makes a request: a key (admin/member/worker) or a run token (``role == "run"``). ``name`` is
+    the key's name (None for an unnamed key and for a run token): what a decision records as its maker."""
 
     env: str
     role: str
     key_id: str
     run: RunContext | None = None
+    key_hash: str | None = None
+    """The key's secret hash, for ``Platform.recheck`` (None for a run token)."""
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How records name this caller to people: the key's name, or its id when it has none."""
+        return self.name or self.key_id
 
     @property
     def is_admin(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from .. import values
 from ..clock import now_ms
 from ..errors import Forbidden, InvalidRequest, NotFound, NotHeld, Unauthorized
-from ..protocol import MAX_RUN_WAIT_S
+from ..protocol import MAX_RUN_WAIT_S, check_key_name
 from ..stores.base import Database, PlatformFacet, StateFacet
 from ..stores.records import (
     ACTIVE,
@@ -28,6 +28,7 @@ from ..stores.records import (
     StoredSession,
 )
 from . import auth
+from .forking import fork_cuts
 from .models import Caller, Page
 from .notify import Notifier
 
@@ -54,11 +55,18 @@ def lease_alive(lease_until: int | None) -> bool:
 RECORDED_AGENTS = 10_000
 """How many (session, agent) pairs ``writable_session`` remembers as recorded before it starts over."""
 
+
 class Platform:
     """Environments, keys, sessions and runs. Every method raises KeepstateError subclasses only."""
 
-    def __init__(self, database: Database, repo: PlatformFacet, state: StateFacet, lease_seconds: float = 30.0,
-                 queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        database: Database,
+        repo: PlatformFacet,
+        state: StateFacet,
+        lease_seconds: float = 30.0,
+        queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S,
+    ) -> None:
         self.database = database
         self.repo = repo
         self.state = state
@@ -80,10 +88,21 @@ class Platform:
         secret = auth.bearer(authorization)
         if secret is None:
             raise Unauthorized("missing credential: send Authorization: Bearer KEY")
-        key = await self.repo.key_by_hash(auth.hash_secret(secret))
+        key_hash = auth.hash_secret(secret)
+        key = await self.repo.key_by_hash(key_hash)
         if key is None or key.revoked:
             raise Unauthorized("unknown or revoked key")
-        return Caller(key.env, key.role, key.id)
+        return Caller(key.env, key.role, key.id, key_hash=key_hash, name=key.name)
+
+    async def recheck(self, caller: Caller) -> None:
+        """401 if the caller's key was revoked since ``authenticate``: a request that waited (a long poll)
+        checks again after reading what it answers and before answering, so nothing read after a
+        revocation is handed out (a read before the check was made while the key was still live)."""
+        if caller.key_hash is None:
+            return
+        key = await self.repo.key_by_hash(caller.key_hash)
+        if key is None or key.revoked:
+            raise Unauthorized("unknown or revoked key")
 
     async def authenticate_run(self, token: str | None) -> Caller:
         """The caller behind a run token, valid only while its invocation runs and its lease lasts.
@@ -132,10 +151,13 @@ class Platform:
         return caller
 
     # keys
-    async def create_key(self, env: str, role: str, name: str | None = None) -> tuple[StoredKey, str]:
-        """A new key of ``env`` (created if needed); the secret is returned here and never again."""
+    async def create_key(self, env: str, role: str, name: object = None) -> tuple[StoredKey, str]:
+        """A new key of ``env`` (created if needed); the secret is returned here and never again.
+        InvalidRequest for an unknown role or a name past ``MAX_KEY_NAME`` (the same rule for the API,
+        the console and the command line)."""
         if role not in ROLES:
             raise InvalidRequest(f"role must be one of {', '.join(ROLES)}")
+        name = check_key_name(name)
         values.check_key(env, "environment")
         secret = auth.new_key_secret()
         key = StoredKey(auth.new_id("key"), env, role, name, now_ms())
@@ -148,7 +170,7 @@ class Platform:
         key = StoredKey(auth.new_id("key"), "default", "admin", "bootstrap", now_ms())
         return secret if await self.repo.add_first_key(key, auth.hash_secret(secret)) else None
 
-    async def issue_key(self, caller: Caller, role: object, name: str | None) -> tuple[StoredKey, str]:
+    async def issue_key(self, caller: Caller, role: object, name: object) -> tuple[StoredKey, str]:
         """An admin creates a key of its own environment."""
         require(caller, "admin")
         if not isinstance(role, str):
@@ -163,10 +185,20 @@ class Platform:
         require(caller, "admin")
         return await self.repo.list_keys(caller.env)
 
-    async def revoke_key(self, caller: Caller, key_id: str) -> None:
+    async def revoke_key(self, caller: Caller, key_id: str) -> list[str]:
+        """Revoke a key of the admin's environment and end what it holds (``end_key``)."""
         require(caller, "admin")
-        if not await self.repo.revoke_key(caller.env, key_id):
-            raise NotFound(f"no key {key_id!r}")
+        return await self.end_key(caller.env, key_id)
+
+    async def end_key(self, env: str, key_id: str) -> list[str]:
+        """Revoke ``key_id`` and, in the same atomic step, end the invocations it claimed: their run tokens
+        are refused from then on, by every server sharing the store (each checks a token in the store on
+        every call), and their runs are interrupted. The runs' ids; NotFound for no such unrevoked key."""
+        ended = await self.repo.revoke_key(env, key_id, now_ms())
+        if ended is None:
+            raise NotFound(f"no unrevoked key {key_id!r} in environment {env!r}")
+        self.changed.notify()
+        return ended
 
     # sessions
     async def create_session(self, caller: Caller, body: dict[str, Any]) -> tuple[StoredSession, bool]:
@@ -174,11 +206,46 @@ class Platform:
         session_id = name_field(body, "id") or auth.new_id("ses")
         metadata = body.get("metadata")
         data = metadata_data({} if metadata is None else metadata)
-        session = StoredSession(caller.env, session_id, caller.key_id, name_field(body, "user"), data, now_ms())
+        user = name_field(body, "user")
+        if user is not None:
+            await self.act_for(caller, user)
+        session = StoredSession(caller.env, session_id, caller.key_id, user, data, now_ms())
         stored, created = await self.repo.create_session(session)
         if not created and not self.may_use(caller, stored.owner):
             raise Forbidden(f"session id {session_id!r} is taken by another caller")
         return stored, created
+
+    async def fork_session(self, caller: Caller, session_id: str, body: dict[str, Any]) -> tuple[StoredSession, bool]:
+        """A new session of the caller, ``parent`` the source's id, holding a copy of the source's
+        session-scope state as of one instant with the ``lists`` named cut (``Database.fork_session``);
+        ``user`` defaults to the source's. The same id again, forked from the same source by the same
+        caller: 200 with that session (a resend); an id taken otherwise: Forbidden."""
+        require(caller, "admin", "member")
+        source = await self.session(caller, session_id)
+        fork_id = name_field(body, "id") or auth.new_id("ses")
+        metadata = body.get("metadata")
+        data = metadata_data({} if metadata is None else metadata)
+        cuts = fork_cuts(body.get("lists"))
+        user = name_field(body, "user") or source.user
+        if user is not None:
+            await self.act_for(caller, user)
+        fork = StoredSession(caller.env, fork_id, caller.key_id, user, data, now_ms(), parent=source.id)
+        made = await self.database.fork_session(source, fork, cuts)
+        if made is None:
+            raise NotFound(f"no session {session_id!r}")
+        stored, created = made
+        if not created and (not self.may_use(caller, stored.owner) or stored.parent != source.id):
+            raise Forbidden(f"session id {fork_id!r} is taken by another session")
+        return stored, created
+
+    async def act_for(self, caller: Caller, user: str) -> None:
+        """Let a member act for end user ``user`` — name it in a session, whose runs reach its user-scope
+        state and memory folder — only if it is the member key that named the user first in the
+        environment (``PlatformFacet.bind_user``); Forbidden otherwise. Admins act for every end user."""
+        if caller.is_admin:
+            return
+        if await self.repo.bind_user(caller.env, user, caller.key_id) != caller.key_id:
+            raise Forbidden(f"end user {user!r} belongs to another key of this environment (an admin may act for it)")
 
     def may_use(self, caller: Caller, owner: str) -> bool:
         return caller.is_admin or caller.key_id == owner
@@ -209,8 +276,9 @@ class Platform:
         require(caller, "admin", "member")
         return await self.session(caller, session_id)
 
-    async def list_sessions(self, caller: Caller, user: str | None, after: str | None, limit: int,
-                            desc: bool = False) -> Page:
+    async def list_sessions(
+        self, caller: Caller, user: str | None, after: str | None, limit: int, desc: bool = False
+    ) -> Page:
         """The caller's sessions (an admin's: all of its environment), oldest first or with ``desc``
         newest first; ``after`` is the ``next`` of the page before."""
         require(caller, "admin", "member")
@@ -259,11 +327,25 @@ class Platform:
         user = await self._run_user(caller, session_id)
         now = now_ms()
         parent = caller.run
-        run = StoredRun(caller.env, auth.new_id("run"), agent, caller.key_id, session_id, user,
-                        parent.run_id if parent else None, "queued", data, now, now, idempotency_key=idempotency_key,
-                        queue_timeout=timeout, queue_deadline=now + timeout)
-        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now,
-                                      queue_deadline=run.queue_deadline)
+        run = StoredRun(
+            caller.env,
+            auth.new_id("run"),
+            agent,
+            caller.key_id,
+            session_id,
+            user,
+            parent.run_id if parent else None,
+            "queued",
+            data,
+            now,
+            now,
+            idempotency_key=idempotency_key,
+            queue_timeout=timeout,
+            queue_deadline=now + timeout,
+        )
+        invocation = StoredInvocation(
+            auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now, queue_deadline=run.queue_deadline
+        )
         who = f"run:{parent.run_id}" if parent else caller.key_id
         stored, created = await self.repo.start_run(run, who, invocation)
         if created:
@@ -285,13 +367,17 @@ class Platform:
         require(caller, "admin", "member")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(wait, MAX_RUN_WAIT_S)
+        waited = False
         while True:
             event = self.changed.current()
             run = await self.visible_run(caller, run_id, expire=True)
             left = deadline - loop.time()
             if run.status not in ACTIVE or left <= 0:
+                if waited:
+                    await self.recheck(caller)
                 return run
             await self.changed.wait(min(left, RUN_POLL_S), event)
+            waited = True
 
     async def visible_run(self, caller: Caller, run_id: str, expire: bool = False) -> StoredRun:
         """The run, if the caller may see it. With ``expire``, a run still queued past its deadline is
@@ -312,24 +398,42 @@ class Platform:
         require(caller, "admin", "member")
         owner = None if caller.is_admin else caller.key_id
         limit = query["limit"]
-        found = await self.repo.list_runs(RunFilter(
-            caller.env, owner, query.get("session_id"), query.get("status"), cursor(query.get("after")), limit,
-            agent=query.get("agent"), parent_id=query.get("parent_id"), desc=bool(query.get("desc")),
-        ))
+        found = await self.repo.list_runs(
+            RunFilter(
+                caller.env,
+                owner,
+                query.get("session_id"),
+                query.get("status"),
+                cursor(query.get("after")),
+                limit,
+                agent=query.get("agent"),
+                parent_id=query.get("parent_id"),
+                desc=bool(query.get("desc")),
+            )
+        )
         return page(found, limit)
 
     async def decide(self, caller: Caller, run_id: str, body: dict[str, Any]) -> StoredRun:
-        """held → queued for its resume, with ``{approved, data}`` as the decision; never session_busy."""
+        """held → queued for its resume, with ``{approved, data, by, at}`` as the decision (``by``: the
+        deciding key's name, or its id; ``at``: when, in ms); never session_busy."""
         require(caller, "admin", "member")
         approved = body.get("approved")
         if not isinstance(approved, bool):
             raise InvalidRequest("approved must be true or false")
-        decision = values.encode({"approved": approved, "data": body.get("data")})
+        now = now_ms()
+        decision = values.encode({"approved": approved, "data": body.get("data"), "by": caller.label, "at": now})
         values.check_size(len(decision), "decision")
         run = await self.visible_run(caller, run_id)
-        now = now_ms()
-        invocation = StoredInvocation(auth.new_id("inv"), caller.env, run_id, run.agent, "resume", "queued", now,
-                                      queue_deadline=now + run.queue_timeout)
+        invocation = StoredInvocation(
+            auth.new_id("inv"),
+            caller.env,
+            run_id,
+            run.agent,
+            "resume",
+            "queued",
+            now,
+            queue_deadline=now + run.queue_timeout,
+        )
         decided = await self.repo.decide(caller.env, run_id, decision, invocation, now)
         if decided is None:
             raise NotHeld(f"run {run_id!r} is not held")
@@ -397,4 +501,3 @@ def cursor(after: str | None) -> int:
 
 def page(items: list[Any], limit: int) -> Page:
     return Page(items, str(items[-1].seq) if len(items) == limit and items else None)
-

@@ -88,8 +88,10 @@ def _field(body: dict[str, Any], name: str) -> Any:
 def write_fields(op: str, body: dict[str, Any]) -> dict[str, Any]:
     """A write's body fields, checked, in the form ``writes.batch_op`` takes (one rule for single
     calls and batch ops)."""
-    fields: dict[str, Any] = {"if_version": check_if_version(body.get("if_version")),
-                              "ttl_ms": protocol.ttl_ms(body.get("ttl_seconds"))}
+    fields: dict[str, Any] = {
+        "if_version": check_if_version(body.get("if_version")),
+        "ttl_ms": protocol.ttl_ms(body.get("ttl_seconds")),
+    }
     if op == "put":
         fields["value"] = _field(body, "value")
     elif op == "append":
@@ -161,8 +163,7 @@ class StateApi:
             await platform.reject_run_token(token, token_hash, lease_until)
         return _found(entry, key)
 
-    async def read_list(self, ns: str, key: str, tail: int | None, start: int | None, limit: int | None
-                        ) -> ListPage:
+    async def read_list(self, ns: str, key: str, tail: int | None, start: int | None, limit: int | None) -> ListPage:
         """``?tail=N`` or ``?start=S&limit=L`` of a list; 404 when absent."""
         values.check_key(key)
         if tail is not None:
@@ -185,8 +186,9 @@ class StateApi:
     async def put(self, ns: str, key: str, body: dict[str, Any]) -> int:
         values.check_key(key)
         fields = write_fields("put", body)
-        return await self.backend.put(ns, key, writes.encode_value(fields["value"]), fields["if_version"],
-                                      fields["ttl_ms"])
+        return await self.backend.put(
+            ns, key, writes.encode_value(fields["value"]), fields["if_version"], fields["ttl_ms"]
+        )
 
     async def delete(self, ns: str, key: str, if_version: int | None) -> None:
         await self.backend.delete(ns, values.check_key(key), if_version)
@@ -216,8 +218,9 @@ class StateApi:
     async def patch(self, ns: str, key: str, body: dict[str, Any]) -> tuple[bytes, int]:
         values.check_key(key)
         fields = write_fields("patch", body)
-        return await self.backend.update(ns, key, writes.patcher_of(fields["patch"]), fields["if_version"],
-                                         fields["ttl_ms"])
+        return await self.backend.update(
+            ns, key, writes.patcher_of(fields["patch"]), fields["if_version"], fields["ttl_ms"]
+        )
 
     async def batch(self, ctx: RunContext, body: dict[str, Any]) -> list[tuple[str, Any]]:
         """``POST /v0/state/batch``: the ops of one invocation's scopes, all or none; each op's kind and

@@ -1,5 +1,5 @@
 """Keeping a store in shape while it serves: lost leases, runs queued too long, expired state keys,
-finished runs past retention.
+finished runs past retention, session-store sessions expired for a day.
 
 Each is a guarded step in the store that any number of servers (and a ``keepstate purge`` beside them)
 may run at the same moment, so every server runs all of them and nothing depends on one server being
@@ -21,11 +21,12 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
-from ..clock import now_ms
+from ..clock import DAY_MS, days_ago, now_ms
 from ..errors import KeepstateError
-from ..stores.base import PlatformFacet, StateFacet
+from ..stores.base import LEASE_SPACES, Database, LeaseFacet, PlatformFacet, StateFacet
 from .invocations import Invocations
 from .service import Platform
 
@@ -48,24 +49,51 @@ of time anything else keeps a CPU busy (bench/RESULTS.md, Lifecycle)."""
 PURGE_EVERY_S = 600.0
 """How often a server with ``--retention-days`` purges (less for a retention under a few hours)."""
 PURGE_FIRST_S = 1.0
-DAY_MS = 86_400_000
-
-
-def cutoff(days: float, now: int) -> int:
-    """The ``updated_at`` before which a finished run is older than ``days`` at ``now``."""
-    return now - round(days * DAY_MS)
+SESSION_GRACE_DAYS = 1.0
+"""A session-store session is purged this long after its ``expires_at`` (it stays readable until then)."""
+SESSIONS_SWEEP_S = 60.0
 
 
 async def purge(
-    repo: PlatformFacet, before: int, batch: int = PURGE_BATCH, pause: float = PURGE_PAUSE_S,
+    repo: PlatformFacet,
+    before: int,
+    batch: int = PURGE_BATCH,
+    pause: float = PURGE_PAUSE_S,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Delete every finished run last updated before ``before`` (and its invocations), a batch at a
     time; how many runs went. Runs finishing meanwhile are left for the next purge."""
+    return await in_batches(lambda limit: repo.purge_runs(before, limit), batch, pause, progress)
+
+
+async def purge_sessions(leases: Sequence[LeaseFacet], before: int, batch: int = PURGE_BATCH) -> int:
+    """Delete the session-store records of every lease space (sessions, retained tokens, free lease rows)
+    that expired before ``before``, a batch at a time; how many went. A session whose expiry is suspended
+    (executing) stays."""
+    return sum([await in_batches(partial(facet.purge, before), batch, PURGE_PAUSE_S, None) for facet in leases])
+
+
+async def lease_spaces(database: Database) -> list[LeaseFacet]:
+    """The lease facet of every space of the store (sessions, retained tokens), none when it has no leases."""
+    if not database.capabilities.leases:
+        return []
+    return [await database.leases(space) for space in LEASE_SPACES]
+
+
+async def count_expired_sessions(leases: Sequence[LeaseFacet], before: int) -> int:
+    """How many records ``purge_sessions(leases, before)`` would delete (a dry run)."""
+    return sum([await facet.count_purgeable(before) for facet in leases])
+
+
+async def in_batches(
+    step: Callable[[int], Awaitable[int]], batch: int, pause: float, progress: Callable[[int], None] | None
+) -> int:
+    """Call ``step(batch)`` until it deletes fewer than ``batch``, pausing ``PURGE_DUTY`` times as long
+    as each call took (at least ``pause``); the total."""
     total = 0
     while True:
         started = time.perf_counter()
-        gone = await repo.purge_runs(before, batch)
+        gone = await step(batch)
         total += gone
         if progress is not None:
             progress(total)
@@ -93,15 +121,21 @@ async def free_expired_keys(state: StateFacet) -> int:
 
 
 class Upkeep:
-    """The background tasks of one server process: lease sweep, queue expiry, expired keys, and purge with
-    a retention."""
+    """The background tasks of one server process: lease sweep, queue expiry, expired keys, expired
+    session-store sessions (with ``leases``), and purge with a retention."""
 
-    def __init__(self, invocations: Invocations, retention_days: float | None = None) -> None:
+    def __init__(
+        self, invocations: Invocations, retention_days: float | None = None, leases: Sequence[LeaseFacet] = ()
+    ) -> None:
+        if retention_days is not None:
+            days_ago(retention_days, 0)  # ValueError now for a retention no purge could use
         self.invocations = invocations
         self.platform = invocations.platform
         self.retention_days = retention_days
-        self.counts = {"interrupted": 0, "expired": 0, "purged": 0, "keys_expired": 0}
-        """Runs this process's sweeps interrupted, expired and purged, and expired keys it freed (metrics)."""
+        self.leases = leases
+        self.counts = {"interrupted": 0, "expired": 0, "purged": 0, "keys_expired": 0, "sessions_purged": 0}
+        """Runs this process's sweeps interrupted, expired and purged, expired keys it freed and session-store
+        records it purged (metrics)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -109,6 +143,8 @@ class Upkeep:
         self._spawn("interrupted", lease_period, self.invocations.sweep)
         self._spawn("expired", QUEUE_SWEEP_S, lambda: expire_queued(self.platform))
         self._spawn("keys_expired", KEYS_SWEEP_S, lambda: free_expired_keys(self.platform.state))
+        if self.leases:
+            self._spawn("sessions_purged", SESSIONS_SWEEP_S, self._purge_sessions, first=PURGE_FIRST_S)
         if self.retention_days is not None:
             period = min(PURGE_EVERY_S, max(QUEUE_SWEEP_S, self.retention_days * DAY_MS / 1000 / 24))
             self._spawn("purged", period, self._purge, first=PURGE_FIRST_S)
@@ -121,10 +157,13 @@ class Upkeep:
 
     async def _purge(self) -> int:
         assert self.retention_days is not None
-        gone = await purge(self.platform.repo, cutoff(self.retention_days, now_ms()))
+        gone = await purge(self.platform.repo, days_ago(self.retention_days, now_ms()))
         if gone:
             log.info("purged %d finished runs older than %s days", gone, self.retention_days)
         return gone
+
+    async def _purge_sessions(self) -> int:
+        return await purge_sessions(self.leases, days_ago(SESSION_GRACE_DAYS, now_ms()))
 
     def _spawn(self, what: str, period: float, step: Callable[[], Awaitable[int]], first: float | None = None) -> None:
         """Run ``step`` every ``period`` seconds, adding what it returns to ``counts[what]``."""

@@ -23,10 +23,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ..embedders import load_embedder
 from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
+from ..platform.embedding import RETRY_S, EmbeddingRetry
+from ..platform.memory import MemoryApi
 from ..platform.service import DEFAULT_QUEUE_TIMEOUT_S
-from ..platform.upkeep import Upkeep
+from ..platform.session_stores import open_session_stores
+from ..platform.upkeep import Upkeep, lease_spaces
 from .bootstrap import bootstrap
 from .console import console_routes
 from .errors import MethodNotAllowed, error_response
@@ -35,6 +39,7 @@ from .memory_routes import MEMORY_ROUTES, open_memory_api
 from .metrics import Metrics, MetricsMiddleware, instrument
 from .openapi import DOCUMENT
 from .routes import ROUTES
+from .session_routes import SESSION_STORE_ROUTES
 from .state_routes import is_state_path, match_state, respond
 
 log = logging.getLogger("keepstate.server")
@@ -99,8 +104,7 @@ async def readyz(request: Request) -> Response:
     try:
         await platform.ping()
     except KeepstateError as error:
-        return json_response({"ok": False, "error": error.code, "message": error.message}, 503,
-                             {"Retry-After": "1"})
+        return json_response({"ok": False, "error": error.code, "message": error.message}, 503, {"Retry-After": "1"})
     return json_response({"ok": True})
 
 
@@ -114,15 +118,23 @@ async def openapi(request: Request) -> Response:
 
 
 def create_app(
-    store_url: str, lease_seconds: float = 30.0, bootstrap_admin: bool = False, admin_key: str | None = None,
-    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S, retention_days: float | None = None, console: bool = True,
+    store_url: str,
+    lease_seconds: float = 30.0,
+    bootstrap_admin: bool = False,
+    admin_key: str | None = None,
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT_S,
+    retention_days: float | None = None,
+    console: bool = True,
+    embedder: str | None = None,
 ) -> KeepstateApp:
     """The app over the store at ``store_url``, opened at startup and closed at shutdown.
 
     With ``bootstrap_admin`` the startup also makes sure of the bootstrap admin key (see ``bootstrap``).
     ``queue_timeout``: seconds a run may stay queued unless it says otherwise; ``retention_days``: finished
     runs older than that are purged in the background (None: kept); with ``console`` it serves the web
-    console at ``/console/`` (``server/console``).
+    console at ``/console/`` (``server/console``). ``embedder`` (a spec: ``local``, ``module:callable``)
+    makes memory searchable by meaning; documents it failed to embed are retried every
+    ``KEEPSTATE_EMBED_RETRY`` seconds (30).
     """
     app_metrics = Metrics()
 
@@ -133,14 +145,20 @@ def create_app(
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
         app.state.state_api = StateApi(platform.state)
-        app.state.memory_api = await open_memory_api(platform.database)
+        app.state.memory_api = await open_memory_api(platform.database, load_embedder(embedder))
+        app.state.session_stores = await open_session_stores(platform.database)
         if bootstrap_admin:
             await bootstrap(platform, admin_key)
-        upkeep = app_metrics.runs.upkeep = Upkeep(app.state.invocations, retention_days)
+        leases = await lease_spaces(platform.database)
+        upkeep = app_metrics.runs.upkeep = Upkeep(app.state.invocations, retention_days, leases)
         upkeep.start()
+        retry = embedding_retry(app.state.memory_api)
         try:
             yield
         finally:
+            if retry is not None:
+                await retry.stop()
+                retry.embedder.close()
             await upkeep.stop()
             await platform.aclose()
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
@@ -148,6 +166,7 @@ def create_app(
     routes = [
         *ROUTES,
         *MEMORY_ROUTES,
+        *SESSION_STORE_ROUTES,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -164,12 +183,23 @@ def create_app(
     return app
 
 
+def embedding_retry(api: MemoryApi | None) -> EmbeddingRetry | None:
+    """The background retry of the documents a write could not embed, started, when memory has an embedder."""
+    if api is None or api.embedder is None:
+        return None
+    retry = EmbeddingRetry(api.facet, api.embedder, float(os.environ.get("KEEPSTATE_EMBED_RETRY", RETRY_S)))
+    retry.start()
+    return retry
+
+
 def app_from_env() -> KeepstateApp:
     """Factory for ``--workers N``: each worker process builds its app from the environment."""
     retention = os.environ.get("KEEPSTATE_RETENTION_DAYS")
     return create_app(
-        os.environ["KEEPSTATE_STORE"], float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")),
+        os.environ["KEEPSTATE_STORE"],
+        float(os.environ.get("KEEPSTATE_INVOCATION_LEASE", "30")),
         queue_timeout=float(os.environ.get("KEEPSTATE_QUEUE_TIMEOUT", str(DEFAULT_QUEUE_TIMEOUT_S))),
         retention_days=float(retention) if retention else None,
         console=os.environ.get("KEEPSTATE_CONSOLE", "1") != "0",
+        embedder=os.environ.get("KEEPSTATE_EMBEDDER") or None,
     )

@@ -53,6 +53,10 @@ async def bootstrap(platform: Platform, admin_key: str | None) -> str | None:
     secret = await platform.create_first_admin_key()
     if secret is None:
         return None
-    print(f"keepstate: created the first admin key of environment 'default' (shown once):\n  {secret}",
-          file=sys.stderr, flush=True)
+    print(
+        f"keepstate: created the first admin key of environment 'default' (shown once):\n  {secret}\n"
+        "keepstate: lost it? `keepstate keys create --role admin --store URL` makes another, with no server",
+        file=sys.stderr,
+        flush=True,
+    )
     return secret

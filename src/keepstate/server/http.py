@@ -8,7 +8,6 @@ a big body on a worker thread (``parse_body``).
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -18,7 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive
 
-from .. import values
+from .. import offload, values
 from ..errors import InvalidRequest, TooLarge
 
 JSON = "application/json"
@@ -74,7 +73,7 @@ async def parse_body(body: bytes, optional: bool = False) -> dict[str, Any]:
     """``parse_object``, off the event loop's thread for a big body."""
     if len(body) < OFF_LOOP_BYTES:
         return parse_object(body, optional)
-    return await asyncio.to_thread(parse_object, body, optional)
+    return await offload.run("parse", parse_object, body, optional)
 
 
 def parse_object(body: bytes, optional: bool = False) -> dict[str, Any]:

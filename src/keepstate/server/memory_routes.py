@@ -20,29 +20,28 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..embedders import Embedder
 from ..errors import InvalidRequest
 from ..platform.memory import MemoryApi, View, admin_view, run_view
 from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
+from ..scope import check_if_version
+from ..semantic import describe
 from ..stores.base import Database
 from ..stores.documents import StoredDocument
 from .http import JSON, json_object, json_response, no_content, query_int
-from .routes import Endpoint, path, platform, resource
+from .routes import Endpoint, facet_api, path, platform, resource
 
 Viewer = Callable[[Request], Awaitable[View]]
 
 
 def memory_api(request: Request) -> MemoryApi:
     found: MemoryApi | None = request.app.state.memory_api
-    if found is None:  # a store with platform records but no documents
-        database = platform(request).database
-        database.capabilities.require("documents", database.url)
-    assert found is not None
-    return found
+    return facet_api(request, found, "documents")
 
 
-async def open_memory_api(database: Database) -> MemoryApi | None:
+async def open_memory_api(database: Database, embedder: Embedder | None = None) -> MemoryApi | None:
     """The server's ``MemoryApi`` over the store's documents, None when the store declares none."""
-    return MemoryApi(await database.documents()) if database.capabilities.documents else None
+    return MemoryApi(await database.documents(), embedder) if database.capabilities.documents else None
 
 
 def query_version(request: Request) -> int | None:
@@ -52,7 +51,7 @@ def query_version(request: Request) -> int | None:
         return None
     if not text.isdigit() or len(text) > 18:
         raise InvalidRequest("if_version must be a non-negative integer")
-    return int(text)
+    return check_if_version(int(text))
 
 
 async def as_run(request: Request) -> View:
@@ -70,8 +69,15 @@ async def as_user_admin(request: Request) -> View:
 
 
 def document_body(found: StoredDocument) -> bytes:
-    return orjson.dumps({"path": found.path, "text": found.text, "metadata": orjson.Fragment(found.metadata),
-                         "version": found.version, "updated_at": found.updated_at})
+    return orjson.dumps(
+        {
+            "path": found.path,
+            "text": found.text,
+            "metadata": orjson.Fragment(found.metadata),
+            "version": found.version,
+            "updated_at": found.updated_at,
+        }
+    )
 
 
 def endpoints(viewer: Viewer) -> dict[str, Endpoint]:
@@ -100,8 +106,7 @@ def endpoints(viewer: Viewer) -> dict[str, Endpoint]:
     async def search(request: Request) -> Response:
         view = await viewer(request)
         hits = await memory_api(request).search(view, await json_object(request))
-        return json_response({"hits": [{"path": h.path, "score": h.score, "snippet": h.snippet, "version": h.version}
-                                       for h in hits]})
+        return json_response({"hits": describe(hits)})
 
     return {"read": read, "write": write, "delete": delete, "list": listed, "search": search}
 

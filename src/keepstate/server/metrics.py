@@ -74,10 +74,14 @@ class RequestCollector:
         found.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
 
     def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily("keepstate_http_requests", "HTTP requests by route template, method and status",
-                                       labels=["route", "method", "status"])
-        latency = HistogramMetricFamily("keepstate_http_request_seconds", "HTTP request latency by route template",
-                                        labels=["route", "method"])
+        requests = CounterMetricFamily(
+            "keepstate_http_requests",
+            "HTTP requests by route template, method and status",
+            labels=["route", "method", "status"],
+        )
+        latency = HistogramMetricFamily(
+            "keepstate_http_request_seconds", "HTTP request latency by route template", labels=["route", "method"]
+        )
         merged: dict[tuple[str, str], _Series] = {}  # the latency histogram has no status label
         for (route, method, status), series in list(self.series.items()):
             requests.add_metric([route, method, str(status)], series.count)
@@ -109,8 +113,9 @@ class StoreCollector:
         found.buckets[bisect.bisect_left(STORE_BUCKETS, seconds)] += 1
 
     def collect(self) -> Iterator[Metric]:
-        latency = HistogramMetricFamily("keepstate_store_seconds", "Store call latency by operation (this server)",
-                                        labels=["operation"])
+        latency = HistogramMetricFamily(
+            "keepstate_store_seconds", "Store call latency by operation (this server)", labels=["operation"]
+        )
         for operation, series in list(self.series.items()):
             latency.add_metric([operation], series.cumulative(STORE_BUCKETS), series.total)
         yield latency
@@ -137,8 +142,9 @@ class Timed:
         return timed
 
 
-def _timed(fn: Callable[..., Awaitable[Any]], observe: Callable[[str, float], None], operation: str
-           ) -> Callable[..., Awaitable[Any]]:
+def _timed(
+    fn: Callable[..., Awaitable[Any]], observe: Callable[[str, float], None], operation: str
+) -> Callable[..., Awaitable[Any]]:
     async def call(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
@@ -180,12 +186,19 @@ class RunsCollector:
 
     def collect(self) -> Iterator[Metric]:
         now = now_ms()
-        runs = GaugeMetricFamily("keepstate_runs", "Runs in the store by environment, agent and status",
-                                 labels=["env", "agent", "status"])
-        oldest = GaugeMetricFamily("keepstate_queue_oldest_seconds", "Age of the agent's oldest queued run (or resume)",
-                                   labels=["env", "agent"])
-        claimed = GaugeMetricFamily("keepstate_agent_last_claim_timestamp_seconds",
-                                    "When a worker last claimed for the agent (any server)", labels=["env", "agent"])
+        runs = GaugeMetricFamily(
+            "keepstate_runs", "Runs in the store by environment, agent and status", labels=["env", "agent", "status"]
+        )
+        oldest = GaugeMetricFamily(
+            "keepstate_queue_oldest_seconds",
+            "Age of the agent's oldest queued run (or resume)",
+            labels=["env", "agent"],
+        )
+        claimed = GaugeMetricFamily(
+            "keepstate_agent_last_claim_timestamp_seconds",
+            "When a worker last claimed for the agent (any server)",
+            labels=["env", "agent"],
+        )
         for agent in self.stats:
             for status, count in sorted(agent.runs.items()):
                 runs.add_metric([agent.env, agent.agent, status], count)
@@ -209,6 +222,7 @@ SWEPT = {
     "interrupted": "Runs this process's lease sweeps interrupted (their invocation's lease ran out)",
     "purged": "Finished runs this process purged (--retention-days)",
     "keys_expired": "Expired state keys this process's sweeps freed (their values and list items)",
+    "sessions_purged": "Session-store records this process purged (a day after they expired)",
 }
 
 
@@ -220,8 +234,9 @@ class Metrics:
         self.runs = RunsCollector()
         for collector in (self.requests, self.store, self.runs):
             self.registry.register(collector)
-        self.store_errors = Counter("keepstate_store_errors", "Store errors (unavailable) seen by requests",
-                                    registry=self.registry)
+        self.store_errors = Counter(
+            "keepstate_store_errors", "Store errors (unavailable) seen by requests", registry=self.registry
+        )
         self.observe = self.requests.observe
         """``observe(route, method, status, seconds)``: one request, counted."""
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..platform.forking import MAX_KEEP
 from ..platform.service import QUEUE_TIMEOUT_RANGE_S
+from ..protocol import MAX_KEY_NAME
 from ..stores.records import RUN_STATUSES
 
 Obj = dict[str, Any]
@@ -81,12 +83,13 @@ SCHEMAS: Obj = {
         created_at=INT,
     ),
     "Session": obj(
-        ["id", "owner", "user", "metadata", "created_at"],
+        ["id", "owner", "user", "metadata", "created_at", "parent"],
         id=NAME,
         owner=STR,
         user=nullable(NAME),
         metadata={"type": "object"},
         created_at=INT,
+        parent=nullable(NAME),
     ),
     "Run": obj(
         [
@@ -172,7 +175,7 @@ ERROR_TEXT = {
     403: "forbidden",
     404: "not_found",
     409: "version_conflict (current_version; conflicts for a batch), not_a_list, not_an_integer, "
-    "no_session, no_user, session_busy, not_held",
+    "no_session, no_user, no_embedder, session_busy, not_held, session_locked, lease_lost",
     413: "too_large",
     503: "unavailable (header Retry-After)",
 }
@@ -186,7 +189,9 @@ PATHS: Obj = {
                 "201": ok(obj(["id", "key", "role", "name"], id=STR, key=STR, role=STR, name=nullable(STR))),
                 **errors(403),
             },
-            request=body(obj(["role"], role={"enum": ["admin", "member", "worker"]}, name=STR)),
+            request=body(
+                obj(["role"], role={"enum": ["admin", "member", "worker"]}, name={**STR, "maxLength": MAX_KEY_NAME})
+            ),
         ),
         "get": op(
             "List the environment's keys (admin), without secrets",
@@ -229,6 +234,26 @@ PATHS: Obj = {
             "Delete a session and its session-scope state",
             {"204": {"description": "deleted"}, **errors(403, 404, 409)},
             params=[path_param("id")],
+        ),
+    },
+    "/v0/sessions/{id}/fork": {
+        "post": op(
+            "Fork a session (owner, admin): a new session of the caller, `parent` the source, holding a copy of "
+            "the source's session-scope state as of one instant; each list named in `lists` (`AGENT/KEY` to N) "
+            "cut to its first N items (409 `not_a_list` for another value, and no session is made); `user` "
+            "defaults to the source's; the same id again from the same source answers 200 with it",
+            {"201": ok(ref("Session")), "200": ok(ref("Session")), **errors(403, 404, 409, 413)},
+            params=[path_param("id")],
+            request=body(
+                obj(
+                    [],
+                    id=NAME,
+                    user=NAME,
+                    metadata={"type": "object"},
+                    lists={"type": "object", "additionalProperties": {**INT, "minimum": 0, "maximum": MAX_KEEP}},
+                ),
+                required=False,
+            ),
         ),
     },
     "/v0/runs": {
@@ -528,7 +553,26 @@ def memory_paths(prefix: str, security: str, params: list[Obj], who: str) -> Obj
         obj(["documents", "next"], documents={"type": "array", "items": ref("DocumentInfo")}, next=nullable(STR))
     )
     hits = ok(obj(["hits"], hits={"type": "array", "items": ref("Hit")}))
-    search_body = body(obj(["query"], query=STR, prefix=STR, limit={**INT, "minimum": 1}))
+    search_body = body(
+        obj(
+            ["query"],
+            query=STR,
+            prefix=STR,
+            limit={**INT, "minimum": 1},
+            mode={
+                "type": "string",
+                "enum": ["text", "semantic", "hybrid"],
+                "description": "text: words; semantic: nearest in meaning (score: cosine similarity); hybrid: both, "
+                "fused by reciprocal rank. Default: hybrid with an embedder, else text; semantic or hybrid "
+                "without one is 409 no_embedder",
+            },
+            filter={
+                "type": "object",
+                "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+                "description": "only documents whose metadata has each of these top-level fields with this value",
+            },
+        )
+    )
     write_body = body(obj(["text"], text=STR, metadata={"type": "object"}, if_version={**INT, "minimum": 0}))
     return {
         prefix: {
@@ -576,6 +620,69 @@ USER = path_param("user")
 PATHS.update(memory_paths("/v0/memory", "runToken", [], "the run's agent, as its end user"))
 PATHS.update(memory_paths("/v0/agents/{agent}/memory", "key", [AGENT], "admin: every folder"))
 PATHS.update(memory_paths("/v0/users/{user}/memory/{agent}", "key", [USER, AGENT], "admin: as that end user"))
+
+FENCE: Obj = {**INT, "minimum": 1, "description": "the fence of a lease of this session"}
+MILLIS: Obj = {**INT, "minimum": 0, "description": "ms since the epoch"}
+LEASE_TTL: Obj = {**INT, "minimum": 1, "maximum": 3_600_000}
+
+
+def session_store_paths(prefix: str) -> Obj:
+    """A session store's session: state calls fenced by the lease calls beside them."""
+    params = [path_param("space"), path_param("id")]
+    fenced = errors(403, 409)
+    lease_answer = ok(obj(["fence", "expires_at"], fence=INT, expires_at=INT))
+    wait: Obj = {**INT, "minimum": 0, "description": "ms to wait for the lease (at most 30000)"}
+    stored = obj(["state", "version", "expires_at"], state={"type": "object"}, version=INT, expires_at=nullable(INT))
+
+    def call(summary: str, answer: Obj, request: Obj | None = None, more: list[Obj] | None = None) -> Obj:
+        return op(summary, answer, request=request, params=[*params, *(more or [])])
+
+    return {
+        prefix: {
+            "get": call("A session (also after expires_at)", {"200": ok(stored), **errors(403, 404)}),
+            "put": call(
+                "Write a session's state (any JSON object up to 1 MiB)",
+                {"200": ok(obj(["version"], version=INT)), **fenced, **errors(413)},
+                body(obj(["state"], state={"type": "object"}, expires_at=nullable(MILLIS), fence=FENCE)),
+            ),
+            "delete": call(
+                "Delete a session (204 also when absent)",
+                {"204": {"description": "deleted"}, **fenced},
+                more=[query("fence", FENCE)],
+            ),
+        },
+        f"{prefix}/touch": {
+            "post": call(
+                "Move a session's expiry",
+                {"200": ok(ANY), **fenced},
+                body(obj(["expires_at"], expires_at=MILLIS, fence=FENCE)),
+            )
+        },
+        f"{prefix}/lease": {
+            "post": call(
+                "Take the session's lease; 409 session_locked after wait_ms",
+                {"200": lease_answer, **fenced},
+                body(obj(["ttl_ms"], ttl_ms=LEASE_TTL, wait_ms=wait)),
+            )
+        },
+        f"{prefix}/lease/renew": {
+            "post": call(
+                "Extend a lease; 409 lease_lost when a newer one exists",
+                {"200": ok(obj(["expires_at"], expires_at=INT)), **fenced},
+                body(obj(["fence", "ttl_ms"], fence=FENCE, ttl_ms=LEASE_TTL)),
+            )
+        },
+        f"{prefix}/lease/release": {
+            "post": call(
+                "Free a lease (a stale fence changes nothing)",
+                {"204": {"description": "released"}, **errors(403)},
+                body(obj(["fence"], fence=FENCE)),
+            )
+        },
+    }
+
+
+PATHS.update(session_store_paths("/v0/session-stores/{space}/sessions/{id}"))
 
 DOCUMENT: Obj = {
     "openapi": "3.1.0",

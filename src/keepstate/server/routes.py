@@ -8,6 +8,7 @@ Errors are raised as ``KeepstateError`` and written by the one handler in ``app.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -30,9 +31,21 @@ from .http import (
     query_seconds,
 )
 
+T = TypeVar("T")
+
 
 def platform(request: Request) -> Platform:
     found: Platform = request.app.state.platform
+    return found
+
+
+def facet_api(request: Request, found: T | None, capability: str) -> T:
+    """``found``, an API the app holds over one of the store's facets, or the store's own refusal
+    (400, naming what it lacks) when it declares no such ``capability``."""
+    if found is None:
+        database = platform(request).database
+        database.capabilities.require(capability, database.url)
+    assert found is not None
     return found
 
 
@@ -61,10 +74,7 @@ def record_id(request: Request, name: str) -> str:
 async def create_key(request: Request) -> Response:
     caller = await key_caller(request)
     body = await json_object(request)
-    name = body.get("name")
-    if name is not None and not isinstance(name, str):
-        raise InvalidRequest("name must be a string")
-    key, secret = await platform(request).issue_key(caller, body.get("role"), name)
+    key, secret = await platform(request).issue_key(caller, body.get("role"), body.get("name"))
     return json_response({"id": key.id, "key": secret, "role": key.role, "name": key.name}, 201)
 
 
@@ -82,6 +92,14 @@ async def revoke_key(request: Request) -> Response:
 async def create_session(request: Request) -> Response:
     caller = await key_caller(request)
     session, created = await platform(request).create_session(caller, await json_object(request, optional=True))
+    return json_response(session.public(), 201 if created else 200)
+
+
+async def fork_session(request: Request) -> Response:
+    caller = await key_caller(request)
+    session_id = record_id(request, "session_id")
+    body = await json_object(request, optional=True)
+    session, created = await platform(request).fork_session(caller, session_id, body)
     return json_response(session.public(), 201 if created else 200)
 
 
@@ -132,8 +150,10 @@ async def list_runs(request: Request) -> Response:
     if status is not None and status not in RUN_STATUSES:
         raise InvalidRequest(f"status must be one of {', '.join(RUN_STATUSES)}")
     query = {
-        "session_id": query_name(request, "session_id"), "status": status,
-        "after": request.query_params.get("after"), "limit": query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
+        "session_id": query_name(request, "session_id"),
+        "status": status,
+        "after": request.query_params.get("after"),
+        "limit": query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
     }
     found = await platform(request).list_runs(caller, query)
     return json_response({"runs": [r.public() for r in found.items], "next": found.next})
@@ -201,6 +221,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def resource(route_path: str, **endpoints: Endpoint) -> Route:
     """One route per path, dispatching on the method, so a 405 lists every method the path has."""
+
     async def dispatch(request: Request) -> Response:
         return await endpoints["GET" if request.method == "HEAD" else request.method](request)
 
@@ -212,6 +233,7 @@ ROUTES = [
     resource("/v0/keys/{key_id}", DELETE=revoke_key),
     resource("/v0/sessions", POST=create_session, GET=list_sessions),
     resource("/v0/sessions/{session_id}", GET=get_session, PATCH=update_session, DELETE=delete_session),
+    resource("/v0/sessions/{session_id}/fork", POST=fork_session),
     resource("/v0/runs", POST=start_run, GET=list_runs),
     resource("/v0/runs/{run_id}", GET=get_run),
     resource("/v0/runs/{run_id}/decision", POST=decide_run),

@@ -47,8 +47,9 @@ class StateCall:
 
     __slots__ = ("address", "api", "key", "platform", "receive", "scope")
 
-    def __init__(self, scope: Scope, receive: Receive, platform: Platform, api: StateApi, address: Address,
-                 key: str) -> None:
+    def __init__(
+        self, scope: Scope, receive: Receive, platform: Platform, api: StateApi, address: Address, key: str
+    ) -> None:
         self.scope = scope
         self.receive = receive
         self.platform = platform
@@ -128,8 +129,9 @@ async def state_get(call: StateCall) -> bytes:
     params = call.query_params
     if "tail" in params or "start" in params or "limit" in params:
         ns = await call.namespace()
-        page = await call.api.read_list(ns, call.key, _int_query(call, "tail"), _int_query(call, "start"),
-                                        _int_query(call, "limit"))
+        page = await call.api.read_list(
+            ns, call.key, _int_query(call, "tail"), _int_query(call, "start"), _int_query(call, "limit")
+        )
         return _page(page)
     if call.address.kind == "token":
         entry = await call.api.get_as(call.platform, call.token, call.address.scope, call.key)
@@ -235,8 +237,10 @@ class Shape:
 
 LIST = Shape("", {"GET": state_keys})
 KEY = Shape("/{key}", {"GET": state_get, "PUT": state_put, "PATCH": state_patch, "DELETE": state_delete})
-ACTIONS = {name: Shape(f"/{{key}}/{name}", {"POST": handler}) for name, handler in (
-    ("append", state_append), ("trim", state_trim), ("pop", state_pop), ("incr", state_incr))}
+ACTIONS = {
+    name: Shape(f"/{{key}}/{name}", {"POST": handler})
+    for name, handler in (("append", state_append), ("trim", state_trim), ("pop", state_pop), ("incr", state_incr))
+}
 BATCH = Shape("/batch", {"POST": state_batch})
 PREFIXES = {
     # first segment after /v0/ -> (address kind, segments of the prefix, template of the prefix)
@@ -262,7 +266,7 @@ class Match:
 def segments(raw_path: bytes) -> list[str]:
     """The raw path's segments after ``/v0/``, each percent-decoded on its own (a ``%2F`` stays inside
     its segment). Bytes that are not UTF-8 become U+FFFD: no key or scope holds them, so they are refused."""
-    rest = raw_path.split(b"?", 1)[0][len(b"/v0/"):]
+    rest = raw_path.split(b"?", 1)[0][len(b"/v0/") :]
     return [unquote_to_bytes(part).decode("utf-8", "replace") for part in rest.split(b"/")]
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..clock import now_ms
 from ..errors import LeaseLost, SessionLocked, Unavailable
+from ..per_loop import per_loop_databases
 from ..stores.base import Database, LeaseFacet
 from ..stores.ending import cancel_requests, raise_lost_cancel
 from ..stores.records import Blob
@@ -35,24 +35,39 @@ T = TypeVar("T")
 CLOSE_WAIT_S = 5.0  # longest aclose() waits for leases still ending (a renewal in flight, then a release)
 
 
+class LeaseSource(Protocol):
+    """Where a ``SessionStore`` gets its lease facet: a store's (``Leases``) or a server's over HTTP."""
+
+    async def facet(self) -> LeaseFacet: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Leases:
-    """A store's lease facet of one space, opened on first use: a network store connects then, and
-    an unreachable one raises ``Unavailable`` from that first call."""
+    """A store's lease facet of one space, opened on first use in each event loop (a network store
+    connects then; an unreachable one raises ``Unavailable`` from that first call). After
+    ``aclose()`` every call raises ``StoreClosed``."""
 
     def __init__(self, database: Database, space: str) -> None:
         database.capabilities.require("leases", database.url)
         self.database = database
         self.space = space
-        self._facet: LeaseFacet | None = None
+        self._loops = per_loop_databases(database)
+        self._facet: tuple[Database, LeaseFacet] | None = None
+        """The last loop's Database and its facet: one facet object per Database, made once."""
 
     async def facet(self) -> LeaseFacet:
-        if self._facet is None:
-            self._facet = await self.database.leases(self.space)
-        return self._facet
+        database = await self._loops.current()
+        cached = self._facet
+        if cached is None or cached[0] is not database:
+            cached = self._facet = database, await database.leases(self.space)
+        return cached[1]
 
     async def aclose(self) -> None:
         self._facet = None
-        await self.database.aclose()
+        await self._loops.aclose_current()
+        self._loops.close()
+        self.database.close()
 
 
 @dataclass(eq=False)
@@ -88,7 +103,7 @@ class SessionStore:
     ``LeaseLost`` (writing nothing) when a newer grant exists.
     """
 
-    def __init__(self, leases: Leases, lease_seconds: float = 15, wait_timeout: float = 30) -> None:
+    def __init__(self, leases: LeaseSource, lease_seconds: float = 15, wait_timeout: float = 30) -> None:
         if lease_seconds <= 0 or wait_timeout < 0:
             raise ValueError("lease_seconds must be > 0 and wait_timeout >= 0")
         self.leases = leases
@@ -180,7 +195,7 @@ class SessionStore:
     def _ttl_ms(self) -> int:
         return max(int(self.lease_seconds * 1000), 1)
 
-    async def _fenced(self, id: str, write: Callable[[LeaseFacet, int | None], Awaitable[bool]]) -> None:
+    async def _fenced(self, id: str, write: Callable[[LeaseFacet, int | None], Awaitable[bool | int | None]]) -> None:
         check_key(id, "session id")
         lease = _held(self, id)
         if await write(await self.leases.facet(), None if lease is None else lease.token):
@@ -190,19 +205,11 @@ class SessionStore:
         raise LeaseLost(f"session {id!r}: a newer lease exists; the write was refused")
 
     async def _acquire(self, id: str) -> int:
-        """Poll with jittered exponential back-off until granted or ``wait_timeout`` passes."""
-        give_up = time.monotonic() + self.wait_timeout
-        facet = await self.leases.facet()
-        delay = facet.poll_first
-        while True:
-            token = await facet.acquire(id, self._ttl_ms)
-            if token is not None:
-                return token
-            left = give_up - time.monotonic()
-            if left <= 0:
-                raise SessionLocked(f"session {id!r} stayed locked for {self.wait_timeout} s", session_id=id)
-            await asyncio.sleep(min(left, delay * random.uniform(0.5, 1.0)))
-            delay = min(delay * 2, facet.poll_max)
+        """The lease, waited for (the facet's way) until granted or ``wait_timeout`` passes."""
+        token = await (await self.leases.facet()).acquire_waiting(id, self._ttl_ms, self.wait_timeout)
+        if token is None:
+            raise SessionLocked(f"session {id!r} stayed locked for {self.wait_timeout} s", session_id=id)
+        return token
 
     async def _end(self, lease: _Lease, renewer: asyncio.Task[None], background: bool = False) -> None:
         """Stop the renewer, then release: never before its last renewal, which would revive the lease.

@@ -79,7 +79,10 @@ class SessionManager:
     """Opens sessions for one compiled runtime configuration (``config_hash``)."""
 
     def __init__(
-        self, store: SessionStore, config_hash: str, ttl_seconds: float = 3600,
+        self,
+        store: SessionStore,
+        config_hash: str,
+        ttl_seconds: float = 3600,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> None:
         self.store = store
@@ -116,7 +119,8 @@ class SessionManager:
             state = await self.store.get(id)
             if state is not None and state.phase == "executing" and not force:
                 raise InterruptedExecution(
-                    "session has an effect of unknown outcome; reconcile it or pass force=True", effect=state.effect,
+                    "session has an effect of unknown outcome; reconcile it or pass force=True",
+                    effect=state.effect,
                 )
             await self.store.delete(id)
 
@@ -125,7 +129,8 @@ class SessionManager:
         if state is not None and state.phase == "executing":
             raise InterruptedExecution(
                 f"session {id!r} was left executing {(state.effect or {}).get('name')!r}; reconcile it first",
-                effect=state.effect, session_id=id,
+                effect=state.effect,
+                session_id=id,
             )
         if state is not None and not state.expired() and state.config_hash == self.config_hash:
             return state

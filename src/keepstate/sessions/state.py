@@ -27,8 +27,21 @@ ROLES = ("user", "assistant")
 # Normalised (lower case, letters and digits only) fragments of keys that name a credential, wherever
 # they stand in the name ("x-auth-token", "DB_PASSWORD", "jwtSecret") ...
 _CREDENTIAL_MARKERS = (
-    "authorization", "authentication", "cookie", "token", "password", "passwd", "passphrase", "secret",
-    "apikey", "accesskey", "credential", "privatekey", "signature", "bearer", "jwt",
+    "authorization",
+    "authentication",
+    "cookie",
+    "token",
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "apikey",
+    "accesskey",
+    "credential",
+    "privatekey",
+    "signature",
+    "bearer",
+    "jwt",
 )
 # ... and short credential words that count only as a whole word of the name ("auth", "x-auth",
 # "authHeader", "db_pwd"), so that "author" or "compass" are kept.

@@ -80,13 +80,13 @@ class Sealer:
         """The plaintext; a clear KeepstateError when no listed key opens the blob."""
         if not blob.startswith(_MAGIC):
             raise KeepstateError(f"token {id!r}: not a keepstate token blob")
-        key_id = blob[len(_MAGIC):len(_MAGIC) + _KEY_ID_BYTES]
+        key_id = blob[len(_MAGIC) : len(_MAGIC) + _KEY_ID_BYTES]
         aead = self._keys.get(key_id)
         if aead is None:
             raise KeepstateError(f"token {id!r} was sealed under a key that is not in this store's keys")
         start = len(_MAGIC) + _KEY_ID_BYTES
         try:
-            return aead.decrypt(blob[start:start + _NONCE_BYTES], blob[start + _NONCE_BYTES:], _aad(id))
+            return aead.decrypt(blob[start : start + _NONCE_BYTES], blob[start + _NONCE_BYTES :], _aad(id))
         except InvalidTag:
             raise KeepstateError(f"token {id!r} does not open under its key: tampered or wrong key") from None
 

@@ -1,7 +1,7 @@
 """THE storage layer: everything that opens a connection or writes SQL or Lua lives under ``stores/``.
 
 ``open_database(url)`` gives the ``Database`` of a store URL — ``memory://[NAME]``,
-``sqlite:///file.db``, ``postgresql://…``, ``redis://…`` — its backend package imported only when
+``sqlite:///file.db``, ``postgresql://…``, ``redis://…``, ``redis+cluster://…`` — its backend package imported only when
 used, so a missing driver matters only for its own scheme (and says which extra to install). What
 a store can do is declared by its ``Database.capabilities``; its parts are facets (``base.py``). The
 sync/async scheme, stated once for every facet, is in ``base.py``'s docstring.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 
 from .base import Capabilities, Database
+from .records import BackupReport
 
 _BACKENDS = {
     "memory": ("keepstate.stores.memory", "MemoryDatabase"),
@@ -22,6 +23,9 @@ _BACKENDS = {
     "postgresql": ("keepstate.stores.postgres", "PostgresDatabase"),
     "postgres": ("keepstate.stores.postgres", "PostgresDatabase"),
     "redis": ("keepstate.stores.redis", "RedisDatabase"),
+    "rediss": ("keepstate.stores.redis", "RedisDatabase"),
+    "redis+cluster": ("keepstate.stores.redis", "RedisClusterDatabase"),
+    "rediss+cluster": ("keepstate.stores.redis", "RedisClusterDatabase"),
 }
 SCHEMES = tuple(f"{name}://" for name in _BACKENDS)
 
@@ -49,6 +53,13 @@ def preflight(url: str, must_exist: bool = False) -> None:
     getattr(importlib.import_module(module), name).preflight(url, must_exist)
 
 
+def backup(url: str, target: str, replace: bool = False) -> BackupReport:
+    """A checked copy of the live store at ``url`` in the file ``target`` (``Capabilities.file_backup``)."""
+    module, name = _BACKENDS[scheme_of(url)]
+    report: BackupReport = getattr(importlib.import_module(module), name).backup(url, target, replace)
+    return report
+
+
 def capabilities_of(url: str) -> Capabilities:
     """What the store at ``url`` can do, without opening it."""
     module, name = _BACKENDS[scheme_of(url)]
@@ -56,4 +67,14 @@ def capabilities_of(url: str) -> Capabilities:
     return declared
 
 
-__all__ = ["SCHEMES", "Capabilities", "Database", "capabilities_of", "open_database", "preflight", "scheme_of"]
+__all__ = [
+    "SCHEMES",
+    "BackupReport",
+    "Capabilities",
+    "Database",
+    "backup",
+    "capabilities_of",
+    "open_database",
+    "preflight",
+    "scheme_of",
+]

@@ -12,7 +12,7 @@ guesses them from a URL scheme or a class — and hands out *facets*, one per pa
   engine (``keepstate.platform.memory`` holds its rules).
 
 Where two facets must act in one statement or transaction (a run token's lease read with a state
-value; a session deleted together with its state), that is a method of ``Database`` itself.
+value; a session deleted, or forked, together with its state), that is a method of ``Database`` itself.
 
 **Sync and async, one scheme.** Each facet's contract is written once, here. A facet used from
 asyncio is an async ABC; the harness facet is synchronous, as the seed's store is; the state facet
@@ -37,19 +37,34 @@ Rules every state facet keeps (``tests/conformance/test_scope.py`` checks each o
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from array import array
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import InvalidRequest
 from ..search import Query
-from .documents import DocumentHead, DocumentRecord, PathFilter, StoredDocument, StoredHit
+from .documents import (
+    DocumentHead,
+    DocumentRecord,
+    DocumentWrite,
+    PathFilter,
+    StoredDocument,
+    StoredHit,
+    StoredPassage,
+    Unembedded,
+)
 from .records import (
     AgentStats,
+    BackupReport,
     BatchOp,
     Blob,
+    BlobRecord,
     Claimed,
     Entry,
     ListPage,
@@ -63,6 +78,7 @@ from .records import (
     StoredRun,
     StoredSession,
 )
+from .session_forks import Cuts
 
 Row = tuple[Any, ...]
 LeaseAndEntry = tuple[int | None, Entry | None]
@@ -83,11 +99,20 @@ class Capabilities:
     """The harness store."""
     documents: bool
     """Memory: documents with full-text search on the store's own engine."""
+    file_backup: bool = False
+    """A consistent copy into one file, taken while the store is in use (``keepstate backup``)."""
+    own_backup: str = ""
+    """Without ``file_backup``: how the store is backed up with its own tools, for the refusal."""
+
+    cross_scope_batches: bool = True
+    """A batch may write to several scopes atomically. A Redis Cluster cannot: there a batch is atomic
+    within one hash slot (one scope), and one spanning slots is refused before anything is written."""
 
     def require(self, facet: str, url: str) -> None:
         """Refuse, with the reason, a facet this store does not have."""
         if not getattr(self, facet):
-            raise InvalidRequest(f"the store {redact(url)} has no {FACET_NAMES[facet]}: {FACET_HINTS[facet]}")
+            hint = self.own_backup if facet == "file_backup" else FACET_HINTS[facet]
+            raise InvalidRequest(f"the store {redact(url)} has no {FACET_NAMES[facet]}: {hint}")
 
 
 FACET_NAMES = {
@@ -96,6 +121,8 @@ FACET_NAMES = {
     "harness": "harness store",
     "shared": "sharing between processes",
     "documents": "memory documents",
+    "file_backup": "backup into a file (keepstate backup)",
+    "cross_scope_batches": "atomic batches across scopes",
 }
 FACET_HINTS = {
     "platform": "keys, sessions and runs need PostgreSQL or SQLite (Redis holds state and session stores only)",
@@ -103,6 +130,8 @@ FACET_HINTS = {
     "harness": "use memory://, sqlite:/// or postgresql://",
     "shared": "memory:// lives in one process: use sqlite:/// or postgresql://",
     "documents": "memory needs SQLite or PostgreSQL (or memory:// in one process)",
+    "cross_scope_batches": "a Redis Cluster keeps a batch atomic only within one scope's hash slot: use "
+    "redis://, postgresql:// or sqlite:///",
 }
 
 
@@ -146,8 +175,9 @@ class StateFacet(ABC):
         """The live entry (with its ``expires_at``), or None when absent, deleted or expired."""
 
     @abstractmethod
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
-                  ttl_ms: int | None = None) -> int:
+    async def put(
+        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> int:
         """Write ``data``; the new version."""
 
     @abstractmethod
@@ -185,8 +215,9 @@ class StateFacet(ABC):
         None when the key is absent."""
 
     @abstractmethod
-    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         """Drop the oldest items so that at most ``keep_last`` remain (a write: version + 1);
         ``(version, length)``. An absent key stays absent: ``(0, 0)``, nothing written."""
 
@@ -196,15 +227,17 @@ class StateFacet(ABC):
         nothing, when the key is absent or the list empty."""
 
     @abstractmethod
-    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         """Add ``by`` to an integer value, an absent one counting from 0: ``(value, version)``.
         ``NotAnInteger`` on another value; ``InvalidValue`` (nothing written) when the result leaves
         signed 64-bit."""
 
     @abstractmethod
-    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-                     ttl_ms: int | None = None) -> tuple[bytes, int]:
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
         """Rewrite a value with ``patcher`` (given the current canonical JSON, None when absent) in one
         atomic step: ``(new value, version)``. The store-side write behind ``PATCH``."""
 
@@ -227,8 +260,7 @@ class SyncStateFacet(Protocol):
     """``StateFacet``'s synchronous face: the same methods and promises."""
 
     def get(self, ns: str, key: str) -> Entry | None: ...
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
-            ttl_ms: int | None = None) -> int: ...
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int: ...
     def delete(self, ns: str, key: str, if_version: int | None = None) -> bool: ...
     def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]: ...
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]: ...
@@ -237,13 +269,16 @@ class SyncStateFacet(Protocol):
     def restore(self, record: StateRecord) -> None: ...
     def tail(self, ns: str, key: str, n: int) -> ListPage | None: ...
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None: ...
-    def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]: ...
+    def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]: ...
     def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None: ...
-    def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]: ...
-    def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-               ttl_ms: int | None = None) -> tuple[bytes, int]: ...
+    def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]: ...
+    def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]: ...
     def batch(self, ops: Sequence[BatchOp]) -> list[Any]: ...
     def sweep(self, limit: int = 1000) -> int: ...
 
@@ -273,7 +308,11 @@ class PlatformFacet(ABC):
     async def list_keys(self, env: str) -> list[StoredKey]: ...
 
     @abstractmethod
-    async def revoke_key(self, env: str, key_id: str) -> bool: ...
+    async def revoke_key(self, env: str, key_id: str, now: int) -> list[str] | None:
+        """Revoke the key and, in the same atomic step, end what it holds: its running invocations
+        become lost (their tokens refused from then on) and their runs interrupted. The ids of those
+        runs, or None when the environment has no such unrevoked key. A claim by the key either comes
+        wholly before (and is ended here) or is refused (``claim``'s guard)."""
 
     @abstractmethod
     async def has_keys(self) -> bool: ...
@@ -287,6 +326,11 @@ class PlatformFacet(ABC):
     @abstractmethod
     async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         """Insert, or return the existing session of that id with False."""
+
+    @abstractmethod
+    async def bind_user(self, env: str, user: str, owner: str) -> str:
+        """The member key that acts for end user ``user`` of ``env``: ``owner`` when it names the user
+        first, else the key that did (kept). Atomic: two keys naming a new user at once get one answer."""
 
     @abstractmethod
     async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
@@ -363,9 +407,12 @@ class PlatformFacet(ABC):
         """A cheap read: is there a queued invocation for one of ``agents`` whose deadline has not passed?"""
 
     @abstractmethod
-    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
-        """Atomically move the oldest queued invocation of ``agents`` (and its run) to running. The same
-        statement's guard skips invocations whose ``queue_deadline`` is before ``now``: never claimed."""
+    async def claim(
+        self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int, claimer: str
+    ) -> Claimed | None:
+        """Atomically move the oldest queued invocation of ``agents`` (and its run) to running, held by
+        the key ``claimer``. The same guard skips invocations whose ``queue_deadline`` is before ``now``
+        (never claimed) and claims nothing once ``claimer`` is revoked (``revoke_key``)."""
 
     @abstractmethod
     async def token_context(self, token_hash: str) -> RunContext | None:
@@ -429,22 +476,49 @@ class PlatformFacet(ABC):
 # ---------------------------------------------------------------- leases
 
 
+LEASE_SPACES = ("sessions", "tokens")
+"""The spaces of a store's leases and blobs: session state, and retained credentials kept apart."""
+
+
 class LeaseFacet(ABC):
     """Per-session leases whose tokens are fencing counters (each grant a larger one), and fenced blobs.
 
-    ``token=None`` on a write means unfenced (a plain write). A fenced write returns False,
-    writing nothing, when the token is no longer the session's current one, checked by the store in
-    the same atomic step as the write. Every method raises ``Unavailable`` when the store cannot be
-    reached, and nothing else from the driver.
+    ``token=None`` on a write means unfenced (a plain write). A fenced write returns False (``write``:
+    None), writing nothing, when the token is no longer the session's current one, checked by the
+    store in the same atomic step as the write. A blob's version is 1 on its first write and grows by
+    one per ``write`` (``touch`` keeps it; a removed blob starts again at 1). Every method raises
+    ``Unavailable`` when the store cannot be reached, and nothing else from the driver.
     """
 
     poll_first = 0.01
     """Seconds a waiter sleeps before its first retry; doubled up to ``poll_max``."""
     poll_max = 0.2
+    expires_itself = False
+    """True when the store deletes a blob the moment it expires (Redis): nothing is left to purge, and
+    an expired blob is never read back."""
 
     @abstractmethod
     async def acquire(self, id: str, ttl_ms: int) -> int | None:
         """Grant the lease when free or expired: the new (larger) token, else None."""
+
+    async def acquire_waiting(
+        self, id: str, ttl_ms: int, wait_s: float, pause: Callable[[float], Awaitable[object]] = asyncio.sleep
+    ) -> int | None:
+        """``acquire``, tried again until granted or ``wait_s`` has passed (then None); at least once.
+
+        Between tries a jittered back-off from ``poll_first`` doubling to ``poll_max``, spent in
+        ``pause(seconds)``, which may end early (the server's ends when it sees the lease released)."""
+        give_up = time.monotonic() + wait_s
+        delay = self.poll_first
+        while True:
+            token = await self.acquire(id, ttl_ms)
+            if token is not None:
+                return token
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return None
+            await pause(min(left, delay * random.uniform(0.5, 1.0)))
+            delay = min(delay * 2, self.poll_max)
 
     @abstractmethod
     async def renew(self, id: str, token: int, ttl_ms: int) -> bool:
@@ -456,11 +530,13 @@ class LeaseFacet(ABC):
 
     @abstractmethod
     async def read(self, id: str) -> Blob | None:
-        """The stored blob, or None when absent (expired blobs may be returned; callers check)."""
+        """The stored blob with its version, or None when absent (expired blobs are returned: callers
+        check)."""
 
     @abstractmethod
-    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
-        """Replace the blob; fenced when ``token`` is given."""
+    async def write(self, id: str, stored: Blob, token: int | None) -> int | None:
+        """Replace the blob (``stored.version`` is ignored); its new version, or None when the fence
+        refused the write. Fenced when ``token`` is given."""
 
     @abstractmethod
     async def remove(self, id: str, token: int | None) -> bool:
@@ -469,6 +545,40 @@ class LeaseFacet(ABC):
     @abstractmethod
     async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
         """Set the blob's expiry when it exists; fenced when ``token`` is given."""
+
+    @abstractmethod
+    def records(self) -> AsyncIterator[BlobRecord]:
+        """Every blob of this space, in id order, for export."""
+
+    @abstractmethod
+    async def restore(self, record: BlobRecord) -> None:
+        """Write a blob exactly as exported (its version included), unfenced, for import."""
+
+    @abstractmethod
+    async def purge(self, before: int, limit: int) -> int:
+        """Delete up to ``limit`` blobs of this space that expired before ``before`` (ms) and are not
+        pinned, and (space ``sessions``) up to ``limit`` lease rows free since before it whose blobs are
+        gone from every space; how many records went. A store that expires blobs by itself (Redis) has
+        nothing to purge: 0."""
+
+    @abstractmethod
+    async def count_purgeable(self, before: int) -> int:
+        """How many records ``purge(before, ...)`` would delete in all (a dry run)."""
+
+
+async def blob_records(
+    page: Callable[[str], Awaitable[Sequence[Row]]], blob: Callable[[Row], Blob], size: int
+) -> AsyncIterator[BlobRecord]:
+    """Every blob of a lease space read a page at a time: ``page(after)`` gives up to ``size`` rows
+    ``(id, ...)`` of ids above ``after`` in id order, ``blob`` makes a row's rest into its ``Blob``."""
+    after = ""
+    while True:
+        rows = await page(after)
+        for row in rows:
+            yield BlobRecord(row[0], blob(row[1:]))
+        if len(rows) < size:
+            return
+        after = rows[-1][0]
 
 
 # ---------------------------------------------------------------- harness
@@ -539,8 +649,7 @@ class DocumentsFacet(ABC):
         """The live document, or None when absent or deleted."""
 
     @abstractmethod
-    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
-                    now: int) -> int:
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
         """Replace the document's text and metadata; the new version. TooLarge when the engine cannot
         index the text."""
 
@@ -565,18 +674,56 @@ class DocumentsFacet(ABC):
     async def restore(self, record: DocumentRecord) -> None:
         """Write a record exactly as exported (version, tombstone, ``updated_at``), for import."""
 
+    # Semantic search. A document's passages are those of one version and one embedder (``key``:
+    # ``Embedder.key``); any write or delete of the document drops them in the same transaction.
+
+    @abstractmethod
+    async def nearest(
+        self, space: str, key: str, vector: array[float], where: PathFilter, limit: int
+    ) -> list[StoredHit]:
+        """Live documents embedded with ``key`` that ``where`` admits, nearest ``vector`` (a unit vector)
+        first by their nearest passage, at most ``limit``; ``score`` the cosine similarity, ``snippet``
+        that passage. Exact on small memories; an index may make it approximate on large ones."""
+
+    @abstractmethod
+    async def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        """``write`` and ``attach`` of the new version in one transaction (one commit): a write whose
+        passages were embedded before it."""
+
+    @abstractmethod
+    async def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        """Record ``passages`` as those of version ``version`` of the document, embedded with ``key``
+        (replacing any); False, writing nothing, when the document is deleted or at another version."""
+
+    @abstractmethod
+    async def unembedded(
+        self, key: str | None, space: str | None, after: tuple[str, str], limit: int
+    ) -> list[Unembedded]:
+        """Live documents after ``(space, path)``, in that order, at most ``limit``: with ``key`` None those
+        never embedded, else those not embedded with ``key``; of one ``space``, or of every one (None)."""
+
+    @abstractmethod
+    async def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        """How many live documents (of ``space``, or of every one) are embedded with ``key``, and in all."""
+
 
 class SyncDocumentsFacet(Protocol):
     """``DocumentsFacet``'s synchronous face: the same methods and promises."""
 
     def read(self, space: str, path: str) -> StoredDocument | None: ...
-    def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
-              now: int) -> int: ...
+    def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int: ...
     def delete(self, space: str, path: str, if_version: int | None) -> bool: ...
     def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]: ...
     def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]: ...
     def records(self) -> Iterator[DocumentRecord]: ...
     def restore(self, record: DocumentRecord) -> None: ...
+    def nearest(self, space: str, key: str, vector: array[float], where: PathFilter, limit: int) -> list[StoredHit]: ...
+    def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int: ...
+    def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool: ...
+    def unembedded(
+        self, key: str | None, space: str | None, after: tuple[str, str], limit: int
+    ) -> list[Unembedded]: ...
+    def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]: ...
 
 
 # ---------------------------------------------------------------- the database
@@ -601,6 +748,13 @@ class Database(ABC):
         """Check ``url`` without opening or creating anything (``stores.preflight``); by default the
         open itself is the check."""
         return None
+
+    @classmethod
+    def backup(cls, url: str, target: str, replace: bool) -> BackupReport:
+        """Copy the live store at ``url`` into the file ``target`` and check the copy
+        (``capabilities.file_backup``); InvalidRequest for a target that is the store or part of it."""
+        cls.capabilities.require("file_backup", url)
+        raise AssertionError("unreachable: a store declaring a file backup implements it")
 
     @abstractmethod
     async def state(self) -> StateFacet:
@@ -648,6 +802,20 @@ class Database(ABC):
         step cancel its held runs, forget its registered agents and drop its session-scope state of
         every agent that ran or was registered in it (``PlatformFacet.session_agents``), so an id
         created again later starts empty. The agents, or None when there is no such session."""
+
+    @abstractmethod
+    async def fork_session(
+        self, source: StoredSession, fork: StoredSession, cuts: Cuts
+    ) -> tuple[StoredSession, bool] | None:
+        """Make ``fork`` (its ``parent`` is ``source.id``) a copy of ``source`` in one atomic step: its row,
+        the source's agents recorded in it, and every one's session-scope state copied as of one instant
+        (each key with its value, version and expiry; the fork's namespaces emptied first, and a version
+        kept above any the fork's id held before, so versions never repeat). Each list ``cuts`` names is
+        cut to its first items there, as one more write (version + 1, expiry kept, the list stored whole
+        until its next append); an absent key stays absent; NotAList, nothing written at all, for a key
+        holding another value. The source is only read. ``(session, True)``; ``(existing, False)``, nothing
+        copied, when a session of ``fork.id`` exists; None, nothing written, when ``source`` is gone (its
+        id made again is another session: ``StoredSession.made``)."""
 
     @abstractmethod
     async def ping(self) -> None:

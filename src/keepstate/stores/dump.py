@@ -12,8 +12,25 @@ import base64
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations", "ks_session_agents")
+TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations", "ks_session_agents", "ks_end_users")
 """In an order that an import can follow: what a row refers to comes first."""
+KEYS = {
+    "ks_envs": ("name",),
+    "ks_keys": ("id",),
+    "ks_sessions": ("seq",),
+    "ks_runs": ("seq",),
+    "ks_invocations": ("seq",),
+    "ks_session_agents": ("env", "session_id", "agent"),
+    "ks_end_users": ("env", "end_user"),
+}
+"""Each table's primary key: the order of its rows in a dump, the same on every backend (an import keeps
+``seq``), so export → import → export gives the same lines back in the same order."""
+
+
+def order_by(table: str, text_collation: str = "") -> str:
+    """``ORDER BY`` of a table's rows in a dump: its key's columns, text ones in byte order (``text_collation``
+    makes it so where the default is not, ``COLLATE "C"`` on PostgreSQL)."""
+    return ", ".join(f"{column}{'' if column == 'seq' else text_collation}" for column in KEYS[table])
 
 
 def encode_row(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:

@@ -65,6 +65,12 @@ def _finish_closing() -> None:
                 loop.run_until_complete(task)
 
 
+def close_on(loop: asyncio.AbstractEventLoop, close: Closer) -> None:
+    """Run ``close()`` on ``loop`` now or as soon as it can (``close_on_loop``'s ways, bounded, never
+    raising): for a resource of another loop that its owner ends explicitly."""
+    _run_close(loop, close)
+
+
 def _run_close(loop: asyncio.AbstractEventLoop, close: Closer) -> None:
     if loop.is_closed():
         return

@@ -14,15 +14,28 @@ pool's worker tasks to be destroyed pending at exit ("Task was destroyed but it 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import weakref
+from array import array
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
+from ..errors import StoreClosed
 from ..search import Query
+from . import forks
 from .base import Database, DocumentsFacet, StateFacet, SyncDocumentsFacet, SyncStateFacet
-from .documents import DocumentHead, DocumentRecord, PathFilter, StoredDocument, StoredHit
+from .documents import (
+    DocumentHead,
+    DocumentRecord,
+    DocumentWrite,
+    PathFilter,
+    StoredDocument,
+    StoredHit,
+    StoredPassage,
+    Unembedded,
+)
 from .ending import CLOSE_WAIT_S, cancel_the_rest
 from .records import BatchOp, Entry, ListPage, Patcher, StateRecord
 
@@ -102,8 +115,7 @@ class InlineAsyncDocuments(DocumentsFacet):
     async def read(self, space: str, path: str) -> StoredDocument | None:
         return self.sync.read(space, path)
 
-    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
-                    now: int) -> int:
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
         return self.sync.write(space, path, text, metadata, if_version, now)
 
     async def delete(self, space: str, path: str, if_version: int | None) -> bool:
@@ -122,32 +134,88 @@ class InlineAsyncDocuments(DocumentsFacet):
     async def restore(self, record: DocumentRecord) -> None:
         self.sync.restore(record)
 
+    async def nearest(
+        self, space: str, key: str, vector: array[float], where: PathFilter, limit: int
+    ) -> list[StoredHit]:
+        return self.sync.nearest(space, key, vector, where, limit)
+
+    async def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        return self.sync.write_embedded(written, key, passages)
+
+    async def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        return self.sync.attach(space, path, version, key, passages)
+
+    async def unembedded(
+        self, key: str | None, space: str | None, after: tuple[str, str], limit: int
+    ) -> list[Unembedded]:
+        return self.sync.unembedded(key, space, after, limit)
+
+    async def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        return self.sync.embedding_counts(key, space)
+
 
 class EventLoopThread:
-    """A private event loop on a daemon thread, for running coroutines from sync code."""
+    """A private event loop on a daemon thread, for running coroutines from sync code.
+
+    A call after ``stop()`` began, or one the stop cancelled, raises ``StoreClosed``: never a loop's
+    own RuntimeError, and never a wait on a loop that will not run again. ``stop(first)`` may run on
+    the loop's own thread too (a finaliser the collector ran there): it then runs ``first`` and ends
+    the loop from inside instead of waiting for itself."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="keepstate-portal", daemon=True)
+        self._stopping = False
+        self.ending: concurrent.futures.Future[None] | None = None
+        """The stop's ending, done once the loop's work ended (not when the bound gave up on it)."""
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._serve, name="keepstate-portal", daemon=True)
         self._thread.start()
 
+    def _serve(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        if threading.current_thread() is self._thread:  # e.g. a finaliser run by GC on this thread
+        if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a portal call from its own loop thread would wait for itself")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+        with self._lock:
+            if self._stopping:
+                coro.close()
+                raise StoreClosed()
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.CancelledError:  # the stop cancelled it: the store closed under the call
+            raise StoreClosed() from None
 
-    def stop(self) -> None:
-        """Cancel and await what still runs on the loop (as ``asyncio.run`` does), then close it."""
-        if self.loop.is_closed():
-            return
-        with contextlib.suppress(Exception):  # a task deaf to cancellation: give up after the bound
-            self.run(cancel_the_rest(), timeout=CLOSE_WAIT_S + 1)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+    def stop(self, first: Coroutine[Any, Any, None] | None = None) -> None:
+        """Run ``first`` (a close), cancel and await what still runs on the loop (as ``asyncio.run``
+        does), then end the loop and its thread; each step bounded, none raising. Again is a no-op."""
+        with self._lock:
+            if self._stopping:
+                if first is not None:
+                    first.close()
+                return
+            self._stopping = True
+            self.ending = asyncio.run_coroutine_threadsafe(_end_loop(first), self.loop)
         if threading.current_thread() is not self._thread:
+            with contextlib.suppress(Exception):  # a task deaf to cancellation: give up after the bound
+                self.ending.result(2 * CLOSE_WAIT_S + 1)
+            with contextlib.suppress(RuntimeError):  # closed already: the ending stopped it
+                self.loop.call_soon_threadsafe(self.loop.stop)  # else the ending gave up: stop it now
             self._thread.join(timeout=CLOSE_WAIT_S)
-        if not self._thread.is_alive():
-            self.loop.close()
+
+
+async def _end_loop(first: Coroutine[Any, Any, None] | None) -> None:
+    if first is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(first, CLOSE_WAIT_S)
+    await cancel_the_rest()
+    loop = asyncio.get_running_loop()
+    loop.call_soon(loop.stop)  # after this task's done callbacks are queued: the waiting stop() hears of it
 
 
 class Portal:
@@ -244,6 +312,21 @@ class DocumentsPortal:
     def restore(self, record: DocumentRecord) -> None:
         self._loop.run(self.facet.restore(record))
 
+    def nearest(self, space: str, key: str, vector: array[float], where: PathFilter, limit: int) -> list[StoredHit]:
+        return self._loop.run(self.facet.nearest(space, key, vector, where, limit))
+
+    def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        return self._loop.run(self.facet.write_embedded(written, key, passages))
+
+    def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        return self._loop.run(self.facet.attach(space, path, version, key, passages))
+
+    def unembedded(self, key: str | None, space: str | None, after: tuple[str, str], limit: int) -> list[Unembedded]:
+        return self._loop.run(self.facet.unembedded(key, space, after, limit))
+
+    def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        return self._loop.run(self.facet.embedding_counts(key, space))
+
 
 async def _collected(records: AsyncIterator[DocumentRecord]) -> list[DocumentRecord]:
     return [record async for record in records]
@@ -253,7 +336,10 @@ class SyncState:
     """A network Database's sync faces: an inner Database of the same URL, opened on a private loop
     thread on first use, its state facet behind a ``Portal`` and its documents behind a
     ``DocumentsPortal``. ``close()`` (again is a no-op), garbage collection or interpreter exit
-    closes both."""
+    closes both. A forked child forgets the parent's (``forks``) and opens its own on first use.
+
+    What a ``Portal`` needs lives as long as this object: hold it (its ``Database``, the ``Store``)
+    for as long as the faces it gave are used."""
 
     def __init__(self, opener: Callable[[], Database]) -> None:
         self._opener = opener
@@ -262,8 +348,12 @@ class SyncState:
         self._documents: DocumentsPortal | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._lock = threading.Lock()
+        forks.forget_in_child(self, SyncState._forget)
 
     def face(self) -> Portal:
+        portal = self._portal  # the hot path: no lock once made
+        if portal is not None:
+            return portal
         with self._lock:
             if self._portal is None:
                 loop, inner = self._open()
@@ -305,12 +395,18 @@ class SyncState:
         if found is not None:
             _close(*found[2])
 
+    def _forget(self) -> None:
+        """In a forked child: the parent's loop thread is not here and its connections are not ours."""
+        if self._opened is not None:
+            forks.abandon_loop(self._opened[0].loop)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._finalizer = self._opened = self._portal = self._documents = None
+        self._lock = threading.Lock()
+
 
 def _close(loop: EventLoopThread, inner: Database) -> None:
-    try:
-        loop.run(inner.aclose(), timeout=CLOSE_WAIT_S)
-    finally:
-        loop.stop()
+    loop.stop(inner.aclose())
 
 
 def _close_quietly(loop: EventLoopThread, inner: Database) -> None:

@@ -14,6 +14,9 @@ from typing import Any
 
 import orjson
 
+from ..errors import InvalidRequest
+from ..values import MAX_VERSION
+
 SCOPE_KINDS = ("run", "session", "agent", "user")
 ROLES = ("admin", "member", "worker")
 RUN_STATUSES = ("queued", "running", "done", "failed", "held", "interrupted", "cancelled", "expired")
@@ -26,14 +29,40 @@ DEFAULT_QUEUE_TIMEOUT_MS = 600_000
 NULL = b"null"
 
 
+VERSION_LIMIT = "version_limit"
+"""The word each backend's guard uses for a write that would take a key or a document past
+``values.MAX_VERSION`` (SQLite's trigger, PostgreSQL's check constraint, Redis's scripts)."""
+
+
+def version_limit() -> InvalidRequest:
+    """The refusal of a write past ``values.MAX_VERSION``: nothing is written."""
+    return InvalidRequest(
+        f"this key (or document) is at version {MAX_VERSION}, the highest one may reach: it takes no more writes"
+    )
+
+
 def namespace(env: str, kind: str, agent: str, id: str = "") -> str:
     """The namespace of one state scope; every part is key-charset, so ``/`` cannot collide."""
     return f"{env}/{kind}/{agent}/{id}"
 
 
+CONSOLE_SESSIONS = namespace("keepstate", "console", "sessions")
+"""Where the web console keeps its sign-ins: its kind is no scope's, so no State API route names it."""
+
+
 def prefix_end(prefix: str) -> str:
     """The smallest string above every key that starts with ``prefix`` (keys are ASCII)."""
     return prefix + "\x7f"
+
+
+@dataclass(frozen=True, slots=True)
+class BackupReport:
+    """What a backup copied: the copy's path and size, its pages, and the schema version of each component."""
+
+    path: str
+    bytes: int
+    pages: int
+    schema: dict[str, int]
 
 
 # ---------------------------------------------------------------- state
@@ -102,14 +131,25 @@ class BatchOp:
 
 @dataclass(frozen=True, slots=True)
 class Blob:
-    """A session store blob: its bytes, its expiry (ms, None = none) and whether expiry is suspended."""
+    """A session store blob: its bytes, its expiry (ms, None = none), whether expiry is suspended, and
+    its version as read (1 on its first write, +1 per write; ignored on the way in)."""
 
     data: bytes
     expires_at: int | None
     pinned: bool = False
+    version: int = 0
 
     def live(self, at_ms: int) -> bool:
         return self.pinned or self.expires_at is None or self.expires_at > at_ms
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRecord:
+    """One stored blob of a lease space as export/import moves it (leases and fences stay behind: a
+    fence only needs to grow, which a new lease row's clock-seeded fence does on any store)."""
+
+    id: str
+    blob: Blob
 
 
 # ---------------------------------------------------------------- platform
@@ -151,6 +191,8 @@ class StoredSession:
     metadata: bytes
     created_at: int
     seq: int = 0
+    parent: str | None = None
+    """The session this one was forked from (``Database.fork_session``); None when not forked."""
 
     @property
     def made(self) -> tuple[int, int, str]:
@@ -159,8 +201,14 @@ class StoredSession:
         return self.seq, self.created_at, self.owner
 
     def public(self) -> dict[str, Any]:
-        return {"id": self.id, "owner": self.owner, "user": self.user,
-                "metadata": orjson.Fragment(self.metadata), "created_at": self.created_at}
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "user": self.user,
+            "metadata": orjson.Fragment(self.metadata),
+            "created_at": self.created_at,
+            "parent": self.parent,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +238,21 @@ class StoredRun:
 
     def public(self) -> dict[str, Any]:
         return {
-            "id": self.id, "agent": self.agent, "session_id": self.session_id, "user": self.user,
-            "parent_id": self.parent_id, "status": self.status, "input": orjson.Fragment(self.input),
-            "output": orjson.Fragment(self.output), "error": orjson.Fragment(self.error),
-            "hold": orjson.Fragment(self.hold), "decision": orjson.Fragment(self.decision),
-            "cancel_requested": self.cancel_requested, "queue_deadline": self.queue_deadline,
-            "created_at": self.created_at, "updated_at": self.updated_at,
+            "id": self.id,
+            "agent": self.agent,
+            "session_id": self.session_id,
+            "user": self.user,
+            "parent_id": self.parent_id,
+            "status": self.status,
+            "input": orjson.Fragment(self.input),
+            "output": orjson.Fragment(self.output),
+            "error": orjson.Fragment(self.error),
+            "hold": orjson.Fragment(self.hold),
+            "decision": orjson.Fragment(self.decision),
+            "cancel_requested": self.cancel_requested,
+            "queue_deadline": self.queue_deadline,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }
 
     def with_(self, **changes: Any) -> StoredRun:
@@ -218,6 +275,8 @@ class StoredInvocation:
     seq: int = 0
     queue_deadline: int | None = None
     """When a queued invocation expires unclaimed (ms): its run's ``queue_deadline``."""
+    claimed_by: str | None = None
+    """The key that claimed it (None while queued): revoking that key ends the invocation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +291,17 @@ class Claimed:
     def public(self) -> dict[str, Any]:
         run = self.run
         return {
-            "id": self.invocation.id, "run_id": run.id, "agent": run.agent, "kind": self.invocation.kind,
-            "input": orjson.Fragment(run.input), "decision": orjson.Fragment(run.decision),
-            "session_id": run.session_id, "user": run.user, "parent_id": run.parent_id,
-            "token": self.token, "lease_seconds": self.lease_seconds,
+            "id": self.invocation.id,
+            "run_id": run.id,
+            "agent": run.agent,
+            "kind": self.invocation.kind,
+            "input": orjson.Fragment(run.input),
+            "decision": orjson.Fragment(run.decision),
+            "session_id": run.session_id,
+            "user": run.user,
+            "parent_id": run.parent_id,
+            "token": self.token,
+            "lease_seconds": self.lease_seconds,
         }
 
 
@@ -255,12 +321,18 @@ class AgentStats:
         return self.runs.get(status, 0)
 
     def public(self) -> dict[str, Any]:
-        return {"name": self.agent, "last_claim_at": self.last_claim_at, "queued": self.count("queued"),
-                "running": self.count("running"), "held": self.count("held")}
+        return {
+            "name": self.agent,
+            "last_claim_at": self.last_claim_at,
+            "queued": self.count("queued"),
+            "running": self.count("running"),
+            "held": self.count("held"),
+        }
 
 
 def agent_stats(
-    counts: Iterable[tuple[str, str, str, int]], claims: Iterable[tuple[str, str, int]],
+    counts: Iterable[tuple[str, str, str, int]],
+    claims: Iterable[tuple[str, str, int]],
     oldest: Iterable[tuple[str, str, int]],
 ) -> list[AgentStats]:
     """Merge what a store read (``(env, agent, status, count)``, ``(env, agent, last_claim_at)``,
@@ -271,8 +343,10 @@ def agent_stats(
     last = {(env, agent): int(at) for env, agent, at in claims}
     first = {(env, agent): int(at) for env, agent, at in oldest}
     names = sorted(runs.keys() | last.keys())
-    return [AgentStats(env, agent, last.get((env, agent)), runs.get((env, agent), {}), first.get((env, agent)))
-            for env, agent in names]
+    return [
+        AgentStats(env, agent, last.get((env, agent)), runs.get((env, agent), {}), first.get((env, agent)))
+        for env, agent in names
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,17 @@ import sys
 from collections.abc import Callable, Mapping
 
 import pytest
-from deselected import DESELECTED
+import targets
+from deselected import DESELECTED, FRAMEWORK_ONLY
 
 
-def deselect(suite: str, config: pytest.Config, items: list[pytest.Item],
-             keep: Callable[[pytest.Item], bool] | None = None) -> None:
+def deselect(
+    suite: str, config: pytest.Config, items: list[pytest.Item], keep: Callable[[pytest.Item], bool] | None = None
+) -> None:
     """Remove from ``items`` the suite's deselected tests and those ``keep(item)`` refuses."""
     listed = DESELECTED.get(suite, {})
+    if targets.current() == "framework":
+        listed = {**listed, **FRAMEWORK_ONLY.get(suite, {})}
     kept, dropped = [], []
     for item in items:
         base = item.nodeid.split("[", 1)[0]

@@ -77,20 +77,36 @@ async function waitReady(url: string, child: ChildProcess, log: () => string): P
   throw new Error(`keepstate serve did not become ready:\n${log().slice(-4000)}`);
 }
 
-/** Start `keepstate serve` over a fresh SQLite file; `lease` is its `--invocation-lease` in seconds. */
-export async function startServer(options: { lease?: number } = {}): Promise<Server> {
+/** Options of `startServer`. */
+export interface ServerOptions {
+  /** Its `--invocation-lease` in seconds; default 30. */
+  lease?: number;
+  /** Its store; default a fresh SQLite file in a temporary folder. */
+  store?: string;
+  /** Its bootstrap admin key (servers sharing a store share one); default a fresh one. */
+  adminKey?: string;
+  /** An embedder spec of the repository's tests (tests/meaning.py), for search by meaning. */
+  embedder?: string;
+}
+
+/** Start `keepstate serve` over its store (a fresh SQLite file unless `store` says otherwise). */
+export async function startServer(options: ServerOptions = {}): Promise<Server> {
   if (!existsSync(KEEPSTATE_BIN)) {
     throw new Error(`no keepstate command at ${KEEPSTATE_BIN}: run make install, or set KEEPSTATE_BIN`);
   }
   const dir = mkdtempSync(join(tmpdir(), "keepstate-ts-"));
-  const adminKey = `ks_test_${randomBytes(24).toString("base64url")}`;
+  const adminKey = options.adminKey ?? `ks_test_${randomBytes(24).toString("base64url")}`;
   const port = await freePort();
-  const args = ["serve", "--store", `sqlite:///${join(dir, "server.db")}`, "--host", "127.0.0.1",
-    "--port", String(port), "--invocation-lease", String(options.lease ?? 30)];
+  const store = options.store ?? `sqlite:///${join(dir, "server.db")}`;
+  const args = ["serve", "--store", store, "--host", "127.0.0.1",
+    "--port", String(port), "--invocation-lease", String(options.lease ?? 30),
+    ...(options.embedder === undefined ? [] : ["--embedder", options.embedder])];
+  const pythonPath = [resolve(REPO_ROOT, "tests"), process.env["PYTHONPATH"]].filter(Boolean).join(":");
   const logPath = join(dir, "serve.log");
   const out = openSync(logPath, "w");
   const child = spawn(KEEPSTATE_BIN, args, {
-    env: { ...process.env, KEEPSTATE_ADMIN_KEY: adminKey, PYTHONUNBUFFERED: "1" }, stdio: ["ignore", out, out],
+    env: { ...process.env, KEEPSTATE_ADMIN_KEY: adminKey, PYTHONUNBUFFERED: "1", PYTHONPATH: pythonPath },
+    stdio: ["ignore", out, out],
   });
   closeSync(out);
   const log = () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : "");

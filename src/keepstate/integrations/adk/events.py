@@ -50,8 +50,9 @@ class EventReader:
         raise RuntimeError(f"the events list {key!r} kept changing other than by appends while read")
 
     @staticmethod
-    async def _extend(scope: AsyncScope, key: str, base: tuple[int, list[Event]] | None
-                      ) -> tuple[int, list[Event]] | None:
+    async def _extend(
+        scope: AsyncScope, key: str, base: tuple[int, list[Event]] | None
+    ) -> tuple[int, list[Event]] | None:
         """``base`` (version, events) completed to the list's end; None when the list was not only
         appended to since ``base`` (read again from the start)."""
         version, events = (None, []) if base is None else (base[0], list(base[1]))

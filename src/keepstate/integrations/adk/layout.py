@@ -17,9 +17,11 @@ Keys of one ADK session ``S`` of user ``U`` in app ``A``:
   ``U.events.1``, ``U.events.2``... ``chunks`` names the chunks past the first as object members, so
   the merge patches that add them from several processes only ever add (a counter could go back).
 
-State values are kept wrapped, ``{"key": [value]}``, because every state change is a JSON merge
-patch applied in the store (atomic, no read-modify-write in the process): a patch replaces a list
-whole, which is ADK's ``dict.update``, where it would merge a dict into the old one and drop nulls.
+State values are kept wrapped, ``{"key": [value, tag]}``, because every state change is a JSON merge
+patch applied in the store: a patch replaces a list whole, which is ADK's ``dict.update``, where it
+would merge a dict into the old one and drop nulls. ``tag`` is a random name of the write that set
+the value (``new_tag``): a session object remembers the tags it loaded (``seen``), so a key whose
+tag differs now was written by someone else since (values written before tags read as tag None).
 
 An event is a list item ``{"role": author, "content": its text, "event": the event's JSON}``:
 the console shows a list of ``{role, content}`` as a conversation, and ``event`` round-trips.
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+import secrets
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -71,9 +74,26 @@ def last_chunk(record: dict[str, Any]) -> int:
     return max((int(chunk) for chunk in record.get("chunks") or {}), default=0)
 
 
-def wrapped(delta: dict[str, Any]) -> dict[str, list[Any]]:
-    """A state delta as the merge patch that applies it with ``dict.update``'s meaning."""
-    return {key: [value] for key, value in delta.items()}
+def new_tag() -> str:
+    """A name for one write, never reused (64 random bits)."""
+    return secrets.token_hex(8)
+
+
+def wrapped(delta: dict[str, Any], tag: str) -> dict[str, list[Any]]:
+    """A state delta as the merge patch that applies it with ``dict.update``'s meaning, its keys
+    marked as written by ``tag``."""
+    return {key: [value, tag] for key, value in delta.items()}
+
+
+def tags(stored: Any) -> dict[str, str | None]:
+    """The tag of each key of a wrapped object (``{}`` for none)."""
+    if not isinstance(stored, dict):
+        return {}
+    return {key: _tag(value) for key, value in stored.items() if isinstance(value, list) and value}
+
+
+def _tag(wrapped_value: list[Any]) -> str | None:
+    return wrapped_value[1] if len(wrapped_value) > 1 and isinstance(wrapped_value[1], str) else None
 
 
 def unwrapped(stored: Any) -> dict[str, Any]:
@@ -83,19 +103,29 @@ def unwrapped(stored: Any) -> dict[str, Any]:
     return {key: value[0] for key, value in stored.items() if isinstance(value, list) and value}
 
 
-def split_delta(delta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+class Parts(NamedTuple):
+    """A state (or delta) split by where it lives, prefixes removed: ``app:``, ``user:``, the session's."""
+
+    app: dict[str, Any]
+    user: dict[str, Any]
+    session: dict[str, Any]
+
+
+PREFIXES = {"app": APP_PREFIX, "user": USER_PREFIX, "session": ""}
+"""How each part's keys are named in a ``Session``'s state."""
+
+
+def split_delta(delta: dict[str, Any]) -> Parts:
     """(app, user, session) parts of a state delta, prefixes removed; ``temp:`` keys dropped."""
-    app: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    session: dict[str, Any] = {}
+    parts = Parts({}, {}, {})
     for key, value in delta.items():
         if key.startswith(APP_PREFIX):
-            app[key.removeprefix(APP_PREFIX)] = value
+            parts.app[key.removeprefix(APP_PREFIX)] = value
         elif key.startswith(USER_PREFIX):
-            user[key.removeprefix(USER_PREFIX)] = value
+            parts.user[key.removeprefix(USER_PREFIX)] = value
         elif not key.startswith(TEMP_PREFIX):
-            session[key] = value
-    return app, user, session
+            parts.session[key] = value
+    return parts
 
 
 def merged_state(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:

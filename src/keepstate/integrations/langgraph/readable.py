@@ -54,8 +54,11 @@ def _is_message(item: Any) -> bool:
 
 
 def _readable(message: Any) -> dict[str, Any]:
-    return {"role": ROLES.get(message.type, str(message.type)), "content": _content(message.content),
-            "id": getattr(message, "id", None)}
+    return {
+        "role": ROLES.get(message.type, str(message.type)),
+        "content": _content(message.content),
+        "id": getattr(message, "id", None),
+    }
 
 
 def _content(content: Any) -> Any:
@@ -66,5 +69,3 @@ def _content(content: Any) -> Any:
     except InvalidValue:
         return str(content)[:MAX_CONTENT]
     return content if len(str(content)) <= MAX_CONTENT else str(content)[:MAX_CONTENT]
-
-

@@ -59,7 +59,7 @@ def written(serde: Any, version: Version, value: Any, base: Side) -> Stored:
     if type(value) is not list:  # a subclass (or a named tuple) is a value of its own, kept whole
         return Stored(version, blobs.plain(serde, value))
     if _is_list(base.value) and base.version is not None and blobs.extends(value, base.value):
-        tail = value[len(base.value):]
+        tail = value[len(base.value) :]
         return _extended(serde, version, base, tail)
     record = blobs.full(serde, value)
     return Stored(version, record, tuple(blobs.decoded(serde, record["items"])))
@@ -75,19 +75,20 @@ def _extended(serde: Any, version: Version, base: Side, tail: Sequence[Any]) -> 
         added = record["tail"]
     else:
         record = blobs.full(serde, (*base.value, *tail))
-        added = record["items"][len(base.value):]
+        added = record["items"][len(base.value) :]
     return Stored(version, record, (*base.value, *blobs.decoded(serde, added)), tail)
 
 
-def merged(serde: Any, given: Side, view: Side, base: Side,
-           next_version: Callable[[Version], Version]) -> Stored | None:
+def merged(
+    serde: Any, given: Side, view: Side, base: Side, next_version: Callable[[Version], Version]
+) -> Stored | None:
     """A channel rebased from what this process saw (``view``) onto ``base``; None if it cannot be."""
     seen = () if view.value is MISSING else view.value  # a channel this process has not seen yet
     if not (_is_list(given.value) and _is_list(seen) and _is_list(base.value)):
         return None
     if not blobs.extends(given.value, seen) or base.version is None or given.version is None:
         return None
-    tail = tuple(given.value[len(seen):])
+    tail = tuple(given.value[len(seen) :])
     view_now = (given.version, tuple(given.value))
     if not tail:
         return Stored(base.version, None, tuple(base.value), (), view_now)

@@ -23,6 +23,7 @@ caches, and keeps one connection of the store (LangGraph calls from a new thread
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import random
 import threading
 import time
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -81,6 +82,14 @@ class _Plan:
     views: dict[str, View] = field(default_factory=dict)
 
 
+class _Writes(Protocol):
+    """A scope, or a batch's writes on one: where the index entries go."""
+
+    def put(self, key: str, value: Any) -> Any: ...
+
+    def append(self, key: str, items: list[Any]) -> Any: ...
+
+
 class KeepstateSaver(BaseCheckpointSaver[str]):
     """A ``BaseCheckpointSaver`` keeping LangGraph's checkpoints in a keepstate store.
 
@@ -88,15 +97,19 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
     ``KeepstateSaver.from_store(store)`` shares an open one and leaves it open.
     """
 
-    def __init__(self, url: str, *, serde: SerializerProtocol | None = None, env: str = "default",
-                 _store: Store | None = None) -> None:
+    def __init__(
+        self, url: str, *, serde: SerializerProtocol | None = None, env: str = "default", _store: Store | None = None
+    ) -> None:
         super().__init__(serde=serde)
         self.store = _store if _store is not None else keepstate.open(url)
         self._owns_store = _store is None
         self._env = env
         self._on_worker = threading.local()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keepstate-saver",
-                                          initializer=lambda: setattr(self._on_worker, "yes", True))
+        self._worker = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="keepstate-saver",
+            initializer=lambda: setattr(self._on_worker, "yes", True),
+        )
         self._closed = False
         self._lists: Lru[tuple[str, str, str, Version], tuple[tuple[Any, ...], int]] = Lru(LIST_CACHE)
         self._versions: Lru[tuple[str, str, str], dict[str, Version]] = Lru(RECORD_CACHE)
@@ -107,8 +120,9 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         """(run, thread, namespace) already in the run index: one entry per run there, not per checkpoint."""
 
     @classmethod
-    def from_store(cls, store: Store, *, serde: SerializerProtocol | None = None,
-                   env: str = "default") -> KeepstateSaver:
+    def from_store(
+        cls, store: Store, *, serde: SerializerProtocol | None = None, env: str = "default"
+    ) -> KeepstateSaver:
         return cls(store.url, serde=serde, env=env, _store=store)
 
     # -- lifecycle
@@ -160,8 +174,9 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._views.pop((thread_key, ns, record["id"]))
         return self._tuple(scope, thread_id, thread_key, record)
 
-    def _listed(self, config: RunnableConfig | None, wanted: dict[str, Any], before: RunnableConfig | None,
-                limit: int | None) -> Found:
+    def _listed(
+        self, config: RunnableConfig | None, wanted: dict[str, Any], before: RunnableConfig | None, limit: int | None
+    ) -> Found:
         configurable = config["configurable"] if config else {}
         ns = configurable.get("checkpoint_ns")
         only = get_checkpoint_id(config) if config else None
@@ -188,8 +203,11 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     def _records(self, scope: Scope, ns: str | None) -> Iterator[dict[str, Any]]:
         """The thread's checkpoint records (of ``ns``, or of every namespace), newest first."""
-        names = sorted((key for key, _ in scope.keys(keys.checkpoints_prefix(ns))),
-                       key=lambda key: key.rsplit(".", 1)[1], reverse=True)
+        names = sorted(
+            (key for key, _ in scope.keys(keys.checkpoints_prefix(ns))),
+            key=lambda key: key.rsplit(".", 1)[1],
+            reverse=True,
+        )
         for name in names:
             record = scope.get(name)
             if record is not None:
@@ -206,8 +224,9 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             record = next(self._records(scope, ns), None)
         return record
 
-    def _tuple(self, scope: Scope, thread_id: str, thread_key: str, record: dict[str, Any],
-               metadata: Any = MISSING) -> CheckpointTuple:
+    def _tuple(
+        self, scope: Scope, thread_id: str, thread_key: str, record: dict[str, Any], metadata: Any = MISSING
+    ) -> CheckpointTuple:
         ns, checkpoint_id, versions = record["ns"], record["id"], record["versions"]
         self._versions.put((thread_key, ns, checkpoint_id), versions)
         values = {}
@@ -215,8 +234,11 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             side = self._side(scope, thread_key, ns, channel, version)
             if side.value is not MISSING:
                 values[channel] = list(side.value) if type(side.value) is tuple else side.value  # the cache's
-        checkpoint: Checkpoint = {**blobs.decode(self.serde, record["checkpoint"]),  # type: ignore[typeddict-item]
-                                  "channel_versions": dict(versions), "channel_values": values}
+        checkpoint: Checkpoint = {
+            **blobs.decode(self.serde, record["checkpoint"]),  # type: ignore[typeddict-item]
+            "channel_versions": dict(versions),
+            "channel_values": values,
+        }
         parent = record.get("parent")
         return CheckpointTuple(
             config=_config(thread_id, ns, checkpoint_id),
@@ -242,8 +264,9 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._lists.put((thread_key, ns, channel, version), (items, blobs.depth(record)))
         return Side(version, items, blobs.depth(record))
 
-    def _list_items(self, scope: Scope, thread_key: str, ns: str, channel: str, version: Version,
-                    record: blobs.Record) -> tuple[Any, ...]:
+    def _list_items(
+        self, scope: Scope, thread_key: str, ns: str, channel: str, version: Version, record: blobs.Record
+    ) -> tuple[Any, ...]:
         """Walk the deltas back to a cached version or a snapshot, then apply them in order."""
         tails: Tails = []
         start: tuple[Any, ...] = ()
@@ -264,8 +287,11 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         return (*start, *added)
 
     def _snapshot_items(self, scope: Scope, name: str, record: blobs.Record) -> Iterator[Any]:
-        parts = [scope.get(keys.blob_part(name, index)) for index in range(record["parts"])] \
-            if "parts" in record else [record]
+        parts = (
+            [scope.get(keys.blob_part(name, index)) for index in range(record["parts"])]
+            if "parts" in record
+            else [record]
+        )
         for part in parts:
             for item in part["items"]:
                 yield blobs.decode(self.serde, item)
@@ -282,8 +308,13 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
 
     # -- writing
 
-    def _put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         configurable = config["configurable"]
         thread_id, ns = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
         parent: str | None = configurable.get("checkpoint_id")
@@ -294,16 +325,18 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         give_up, turn, losses = time.monotonic() + PUT_PATIENCE_S, turns.Turn(), 0
         while True:
             if time.monotonic() >= give_up:
-                raise VersionConflict(f"the head of thread {thread_id!r} kept moving for {PUT_PATIENCE_S:g} s "
-                                      f"({losses} tries lost)")
+                raise VersionConflict(
+                    f"the head of thread {thread_id!r} kept moving for {PUT_PATIENCE_S:g} s ({losses} tries lost)"
+                )
             head = scope.get_versioned(keys.head(ns))
             if turn.waits(head):
                 time.sleep(turns.POLL_S)
                 continue
             head_version = turn.claim(scope, keys.head(ns), head, losses)
             if head_version is not None:
-                plan = self._plan(scope, thread_key, ns, parent, head.value["id"] if head.version else None,
-                                  checkpoint, new_versions)
+                plan = self._plan(
+                    scope, thread_key, ns, parent, head.value["id"] if head.version else None, checkpoint, new_versions
+                )
                 try:
                     self._write(scope, thread_id, thread_key, ns, parent, checkpoint, meta, plan, head_version)
                     break
@@ -314,8 +347,16 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._remember(thread_key, ns, checkpoint["id"], meta.get("run_id"), plan)
         return _config(thread_id, ns, checkpoint["id"])
 
-    def _plan(self, scope: Scope, thread_key: str, ns: str, parent: str | None, head: str | None,
-              checkpoint: Checkpoint, new_versions: ChannelVersions) -> _Plan:
+    def _plan(
+        self,
+        scope: Scope,
+        thread_key: str,
+        ns: str,
+        parent: str | None,
+        head: str | None,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> _Plan:
         """How each channel of ``checkpoint`` is stored, given the thread's current head."""
         raced = head is not None and head != parent and self._seen.get((thread_key, ns)) == (parent or EMPTY_THREAD)
         view = self._views.get((thread_key, ns, parent)) if parent else None
@@ -333,15 +374,31 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                     base = self._side(scope, thread_key, ns, channel, parent_versions.get(channel))
                     plan.stored[channel] = written(self.serde, version, values.get(channel, MISSING), base)
                 continue
-            self._plan_rebased(scope, thread_key, ns, plan, channel, version, values.get(channel, MISSING), wrote,
-                               (view or {}).get(channel), parent_versions, base_versions)
+            self._plan_rebased(
+                scope,
+                thread_key,
+                ns,
+                plan,
+                channel,
+                version,
+                values.get(channel, MISSING),
+                wrote,
+                (view or {}).get(channel),
+                parent_versions,
+                base_versions,
+            )
         if rebasing:
             self._carry_over(plan, checkpoint, parent_versions, base_versions, view or {})
         return plan
 
     @staticmethod
-    def _carry_over(plan: _Plan, checkpoint: Checkpoint, parent_versions: dict[str, Version],
-                    base_versions: dict[str, Version], view: dict[str, View]) -> None:
+    def _carry_over(
+        plan: _Plan,
+        checkpoint: Checkpoint,
+        parent_versions: dict[str, Version],
+        base_versions: dict[str, Version],
+        view: dict[str, View],
+    ) -> None:
         """The channels another process created since this one read the thread: kept, and
         remembered as unseen so that this process's later values are merged into them."""
         for channel, version in base_versions.items():
@@ -349,9 +406,20 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
                 plan.versions[channel] = version
                 plan.views[channel] = (None, ())
 
-    def _plan_rebased(self, scope: Scope, thread_key: str, ns: str, plan: _Plan, channel: str, version: Version,
-                      value: Any, wrote: bool, seen: View | None,
-                      parent_versions: dict[str, Version], base_versions: dict[str, Version]) -> None:
+    def _plan_rebased(
+        self,
+        scope: Scope,
+        thread_key: str,
+        ns: str,
+        plan: _Plan,
+        channel: str,
+        version: Version,
+        value: Any,
+        wrote: bool,
+        seen: View | None,
+        parent_versions: dict[str, Version],
+        base_versions: dict[str, Version],
+    ) -> None:
         view = Side(*seen) if seen else self._side(scope, thread_key, ns, channel, parent_versions.get(channel))
         base = self._side(scope, thread_key, ns, channel, base_versions.get(channel))
         given = Side(version, view.value if value is MISSING and not wrote else value)
@@ -382,15 +450,31 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         self._versions.put((thread_key, ns, checkpoint_id), versions)
         return versions
 
-    def _write(self, scope: Scope, thread_id: str, thread_key: str, ns: str, parent: str | None,
-               checkpoint: Checkpoint, metadata: CheckpointMetadata, plan: _Plan, head_version: int) -> None:
+    def _write(
+        self,
+        scope: Scope,
+        thread_id: str,
+        thread_key: str,
+        ns: str,
+        parent: str | None,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        plan: _Plan,
+        head_version: int,
+    ) -> None:
         """The put as batches: the blobs first when they do not fit one, then the checkpoint and its head."""
         blob_writes = list(self._blob_writes(ns, plan))
         record = {
-            "ns": ns, "id": checkpoint["id"], "parent": parent, "versions": plan.versions,
-            "checkpoint": blobs.encode(self.serde, {key: value for key, value in checkpoint.items()
-                                                     if key not in ("channel_values", "channel_versions")}),
-            "metadata": blobs.encode(self.serde, metadata), "run_id": metadata.get("run_id"),
+            "ns": ns,
+            "id": checkpoint["id"],
+            "parent": parent,
+            "versions": plan.versions,
+            "checkpoint": blobs.encode(
+                self.serde,
+                {key: value for key, value in checkpoint.items() if key not in ("channel_values", "channel_versions")},
+            ),
+            "metadata": blobs.encode(self.serde, metadata),
+            "run_id": metadata.get("run_id"),
         }
         while len(blob_writes) > MAX_BATCH_OPS - 6:
             chunk, blob_writes = blob_writes[:MAX_BATCH_OPS], blob_writes[MAX_BATCH_OPS:]
@@ -409,9 +493,17 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             except TooLarge:  # still too large: the checkpoint matters, the readable copy is a view
                 self._commit(scope, thread_id, thread_key, ns, record, blob_writes, None, head_version)
 
-    def _commit(self, scope: Scope, thread_id: str, thread_key: str, ns: str, record: dict[str, Any],
-                blob_writes: Sequence[tuple[str, Any]], conversation: readable.Change | None,
-                head_version: int) -> None:
+    def _commit(
+        self,
+        scope: Scope,
+        thread_id: str,
+        thread_key: str,
+        ns: str,
+        record: dict[str, Any],
+        blob_writes: Sequence[tuple[str, Any]],
+        conversation: readable.Change | None,
+        head_version: int,
+    ) -> None:
         with scope.batch() as batch:
             for key, value in blob_writes:
                 batch.put(key, value)
@@ -419,11 +511,19 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
             batch.put(keys.head(ns), {"id": record["id"], "ns": ns}, if_version=head_version)
             if conversation is not None:
                 conversation.apply(batch, keys.MESSAGES)
-            index = batch.on(self._index())
-            if thread_key not in self._known:
-                index.put(keys.thread_entry(thread_key), {"thread_id": thread_id})
-            if record["run_id"] is not None and self._runs.get((record["run_id"], thread_key, ns)) is None:
-                index.append(keys.run_entry(record["run_id"]), [[thread_key, ns]])
+            if self.store.database.capabilities.cross_scope_batches:
+                self._index_writes(batch.on(self._index()), thread_id, thread_key, ns, record["run_id"])
+            else:  # a Redis Cluster: the index is another scope, so another slot; written just before
+                self._index_writes(self._index(), thread_id, thread_key, ns, record["run_id"])
+
+    def _index_writes(self, index: _Writes, thread_id: str, thread_key: str, ns: str, run_id: str | None) -> None:
+        """The thread's entry in the index of threads and runs, unless this saver wrote it already. Written
+        alone (a store without cross-scope batches), an entry may name a thread whose first checkpoint then
+        failed: listings skip a thread without checkpoints, and deleting a run deletes what is there."""
+        if thread_key not in self._known:
+            index.put(keys.thread_entry(thread_key), {"thread_id": thread_id})
+        if run_id is not None and self._runs.get((run_id, thread_key, ns)) is None:
+            index.append(keys.run_entry(run_id), [[thread_key, ns]])
 
     def _blob_writes(self, ns: str, plan: _Plan) -> Iterator[tuple[str, Any]]:
         for channel, stored in plan.stored.items():
@@ -457,12 +557,15 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         if thread_key not in self._known:
             self.store.register_session(thread_key, keys.AGENT, metadata={"thread_id": thread_id}, env=self._env)
 
-    def _put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
+    def _put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         configurable = config["configurable"]
         ns, checkpoint_id = configurable.get("checkpoint_ns", ""), configurable["checkpoint_id"]
-        items = [[task_id, WRITES_IDX_MAP.get(channel, index), channel, blobs.encode(self.serde, value), task_path]
-                 for index, (channel, value) in enumerate(writes)]
+        items = [
+            [task_id, WRITES_IDX_MAP.get(channel, index), channel, blobs.encode(self.serde, value), task_path]
+            for index, (channel, value) in enumerate(writes)
+        ]
         if items:
             self._thread(keys.thread_key(str(configurable["thread_id"]))).append(keys.writes(ns, checkpoint_id), items)
 
@@ -487,25 +590,46 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
         and SQLite's busy wait between connections more than this queue)."""
         if getattr(self._on_worker, "yes", False):
             return fn(*args)
-        return self._worker.submit(fn, *args).result()
+        return self._submit(fn, *args).result()
 
     async def _acall(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self._worker.submit(fn, *args))
+        return await asyncio.wrap_future(self._submit(fn, *args))
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """``fn`` queued on the worker; ``StoreClosed`` once the saver is closed."""
+        try:
+            if not self._closed:
+                return self._worker.submit(fn, *args)
+        except RuntimeError:  # the worker shut down between the check and the submit
+            pass
+        raise keepstate.StoreClosed("this KeepstateSaver is closed: make a new one to use it")
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._call(self._get_tuple, config)
 
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
         """Newest first within each thread; ``config=None`` lists every thread of the store."""
         yield from self._call(self._listed, config, filter or {}, before, limit)
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return self._call(self._put, config, checkpoint, metadata, new_versions)
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         self._call(self._put_writes, config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -523,17 +647,29 @@ class KeepstateSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._acall(self._get_tuple, config)
 
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
         for item in await self._acall(self._listed, config, filter or {}, before, limit):
             yield item
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         return await self._acall(self._put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         await self._acall(self._put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:

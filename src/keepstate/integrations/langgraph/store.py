@@ -29,9 +29,11 @@ What it promises beyond LangGraph's own stores:
 A search lists the keys under its prefix and reads only the items this object has not read at
 their version (store_cache.py); it filters, orders and pages them in Python (store_query.py).
 
-What it does not do: vector search. A ``query=`` is ignored, as SqliteStore ignores it without an
-index: items are filtered, ordered newest first and paged (store_query.py), ``score`` is None, and
-a put's ``index`` is ignored. Values must be JSON (keepstate refuses NaN, non-JSON types, over 1 MiB).
+Search by meaning, with ``index={"dims": D, "embed": E, "fields": [...]}`` as LangGraph's own stores
+take it (store_index.py): a put embeds its fields and keeps the vectors in the same write as the item;
+a ``query=`` ranks the items by cosine similarity, ``score`` set. Without an index a ``query=`` is
+ignored, as SqliteStore ignores it: items are filtered, ordered newest first and paged
+(store_query.py), ``score`` None. Values must be JSON (keepstate refuses NaN, non-JSON types, over 1 MiB).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ try:
         NOT_PROVIDED,
         BaseStore,
         GetOp,
+        IndexConfig,
         InvalidNamespaceError,
         Item,
         ListNamespacesOp,
@@ -76,6 +79,7 @@ except ImportError as error:  # pragma: no cover - the extra is installed in eve
 from . import store_layout as layout
 from . import store_query as query
 from .store_cache import VersionCache, copied
+from .store_index import Index, best_score, ranked
 
 AGENT = "langgraph-store"
 SESSION = "langgraph-store"
@@ -89,33 +93,65 @@ class _KeepstateBaseStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, url: str, *, ttl: TTLConfig | None = None, agent: str = AGENT,
-                 session_id: str = SESSION, env: str = "default") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        agent: str = AGENT,
+        session_id: str = SESSION,
+        env: str = "default",
+    ) -> None:
         store = keepstate.open(url)
         try:
-            self._attach(store, True, ttl, agent, session_id, env)
+            self._attach(store, True, ttl, agent, session_id, env, index)
         except BaseException:  # a bad agent or session name: close what was opened for it
             store.close()
             raise
 
     @classmethod
-    def from_store(cls, store: keepstate.Store, *, ttl: TTLConfig | None = None, agent: str = AGENT,
-                   session_id: str = SESSION, env: str = "default") -> Self:
+    def from_store(
+        cls,
+        store: keepstate.Store,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        agent: str = AGENT,
+        session_id: str = SESSION,
+        env: str = "default",
+    ) -> Self:
         """A LangGraph store on an open keepstate store, which it shares and does not close."""
         self = cls.__new__(cls)
-        self._attach(store, False, ttl, agent, session_id, env)
+        self._attach(store, False, ttl, agent, session_id, env, index)
         return self
 
-    def _attach(self, store: keepstate.Store, owns: bool, ttl: TTLConfig | None, agent: str,
-                session_id: str, env: str) -> None:
+    def _attach(
+        self,
+        store: keepstate.Store,
+        owns: bool,
+        ttl: TTLConfig | None,
+        agent: str,
+        session_id: str,
+        env: str,
+        index: IndexConfig | None = None,
+    ) -> None:
         self.store = store
         self.ttl_config = ttl
+        self._index = None if index is None else Index(index)
+        self.index_config = None if self._index is None else self._index.config
+        self.embeddings = None if self._index is None else self._index.embeddings
         self._owns = owns
         self._session = (session_id, agent, env)
         self._scope = store.scope("session", agent=agent, id=session_id, env=env)
         self._ascope = store.ascope("session", agent=agent, id=session_id, env=env)
         self._registered = False
+        self._closed = False
         self._cache = VersionCache()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise keepstate.StoreClosed(f"this {type(self).__name__} is closed: make a new one to use it")
 
     @property
     def _refreshes(self) -> bool:
@@ -124,6 +160,7 @@ class _KeepstateBaseStore(BaseStore):
     # ------------------------------------------------------------ sync face
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        self._check_open()
         checked = _checked(ops)
         results = [None if isinstance(op, PutOp) else self._read(op) for op in checked]
         puts = _last_wins(checked)
@@ -151,13 +188,19 @@ class _KeepstateBaseStore(BaseStore):
         return Item(**_fields(found.value))
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        hits = [(key, found) for key, found in self._scan(op.namespace_prefix)
-                if query.matches(found.value["value"], op.filter)]
-        chosen = query.page(hits, _updated_at, op.offset, op.limit)
+        hits = [
+            (key, found)
+            for key, found in self._scan(op.namespace_prefix)
+            if query.matches(found.value["value"], op.filter)
+        ]
+        if op.query and self._index is not None:
+            chosen = _by_meaning(hits, self._index.embeddings.embed_query(op.query), op)
+        else:
+            chosen = [(None, hit) for hit in query.page(hits, _updated_at, op.offset, op.limit)]
         if op.refresh_ttl:
-            for key, found in chosen:
+            for _, (key, found) in chosen:
                 self._refresh(key, found)
-        return [SearchItem(**_fields(copied(found.value))) for _, found in chosen]
+        return [SearchItem(**_fields(copied(found.value)), score=score) for score, (_, found) in chosen]
 
     def _scan(self, prefix: tuple[str, ...]) -> Iterator[tuple[str, Versioned]]:
         """Every item under ``prefix`` as listed now; only those not read at their version are read."""
@@ -189,9 +232,14 @@ class _KeepstateBaseStore(BaseStore):
         with suppress(VersionConflict):  # written or deleted since it was read: that write set the expiry
             self._scope.patch(key, {}, if_version=found.version, ttl_seconds=layout.ttl_seconds(minutes))
 
-    def update(self, namespace: tuple[str, ...], key: str,
-               fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
-               *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+    def update(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> Mapping[str, Any] | None:
         """Read, change and write one item as one atomic step: beyond ``BaseStore``, whose get then put
         loses concurrent changes. ``fn`` gets the item's value (None when absent) and returns its new
         value (None deletes it); it runs again when another write came first, so it must have no side
@@ -208,12 +256,15 @@ class _KeepstateBaseStore(BaseStore):
         as one keepstate batch; read and plan again when another write came first."""
         keys = [layout.stored_key(op.namespace, op.key) for op in planned]
         for attempt in range(UPDATE_TRIES):
-            current = [None if op.value is None else self._scope.get_versioned(key)
-                       for op, key in zip(planned, keys, strict=True)]
+            current = [
+                None if op.value is None else self._scope.get_versioned(key)
+                for op, key in zip(planned, keys, strict=True)
+            ]
             puts = plan(current)
+            vectors = {} if self._index is None else self._index.embed(puts)
             try:
                 with self._scope.batch() as writes:
-                    _queue(writes, puts, keys, current)
+                    _queue(writes, puts, keys, current, vectors)
                 return puts
             except VersionConflict:
                 time.sleep(backoff_seconds(attempt))
@@ -239,6 +290,7 @@ class _KeepstateBaseStore(BaseStore):
     # ------------------------------------------------------------ async face
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        self._check_open()
         checked = _checked(ops)
         results = [None if isinstance(op, PutOp) else await self._aread(op) for op in checked]
         puts = _last_wins(checked)
@@ -266,13 +318,19 @@ class _KeepstateBaseStore(BaseStore):
         return Item(**_fields(found.value))
 
     async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        hits = [(key, found) async for key, found in self._ascan(op.namespace_prefix)
-                if query.matches(found.value["value"], op.filter)]
-        chosen = query.page(hits, _updated_at, op.offset, op.limit)
+        hits = [
+            (key, found)
+            async for key, found in self._ascan(op.namespace_prefix)
+            if query.matches(found.value["value"], op.filter)
+        ]
+        if op.query and self._index is not None:
+            chosen = _by_meaning(hits, await self._index.embeddings.aembed_query(op.query), op)
+        else:
+            chosen = [(None, hit) for hit in query.page(hits, _updated_at, op.offset, op.limit)]
         if op.refresh_ttl:
-            for key, found in chosen:
+            for _, (key, found) in chosen:
                 await self._arefresh(key, found)
-        return [SearchItem(**_fields(copied(found.value))) for _, found in chosen]
+        return [SearchItem(**_fields(copied(found.value)), score=score) for score, (_, found) in chosen]
 
     async def _ascan(self, prefix: tuple[str, ...]) -> AsyncIterator[tuple[str, Versioned]]:
         async for key, version in self._ascope.keys(layout.scan_prefix(prefix)):
@@ -298,9 +356,14 @@ class _KeepstateBaseStore(BaseStore):
         with suppress(VersionConflict):
             await self._ascope.patch(key, {}, if_version=found.version, ttl_seconds=layout.ttl_seconds(minutes))
 
-    async def aupdate(self, namespace: tuple[str, ...], key: str,
-                      fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
-                      *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+    async def aupdate(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> Mapping[str, Any] | None:
         """``update`` for async code (``fn`` is a plain function)."""
         op = _update_op(namespace, key, self.ttl_config, ttl)
         written = await self._acommit([op], lambda current: [op._replace(value=fn(_value_of(current[0], op)))])
@@ -309,16 +372,20 @@ class _KeepstateBaseStore(BaseStore):
     async def _awrite(self, puts: list[PutOp]) -> None:
         await self._acommit(puts, lambda current: puts)
 
-    async def _acommit(self, planned: list[PutOp],
-                       plan: Callable[[list[Versioned | None]], list[PutOp]]) -> list[PutOp]:
+    async def _acommit(
+        self, planned: list[PutOp], plan: Callable[[list[Versioned | None]], list[PutOp]]
+    ) -> list[PutOp]:
         keys = [layout.stored_key(op.namespace, op.key) for op in planned]
         for attempt in range(UPDATE_TRIES):
-            current = [None if op.value is None else await self._ascope.get_versioned(key)
-                       for op, key in zip(planned, keys, strict=True)]
+            current = [
+                None if op.value is None else await self._ascope.get_versioned(key)
+                for op, key in zip(planned, keys, strict=True)
+            ]
             puts = plan(current)
+            vectors = {} if self._index is None else await self._index.aembed(puts)
             try:
                 async with self._ascope.batch() as writes:
-                    _queue(writes, puts, keys, current)
+                    _queue(writes, puts, keys, current, vectors)
                 return puts
             except VersionConflict:
                 await asyncio.sleep(backoff_seconds(attempt))
@@ -343,6 +410,7 @@ class _KeepstateBaseStore(BaseStore):
         return 60 * float(minutes or configured or DEFAULT_SWEEP_MINUTES)
 
     def _close_store(self) -> None:
+        self._closed = True
         if self._owns:
             self.store.close()
 
@@ -373,8 +441,12 @@ class KeepstateStore(_KeepstateBaseStore):
         stop = self._stop_sweeping = threading.Event()
         future.add_done_callback(lambda done: stop.set() if done.cancelled() else None)
         self._sweeper_future = future
-        self._sweeper = threading.Thread(target=self._sweep_every, name="keepstate-store-ttl-sweeper", daemon=True,
-                                         args=(self._sweep_seconds(sweep_interval_minutes), stop, future))
+        self._sweeper = threading.Thread(
+            target=self._sweep_every,
+            name="keepstate-store-ttl-sweeper",
+            daemon=True,
+            args=(self._sweep_seconds(sweep_interval_minutes), stop, future),
+        )
         self._sweeper.start()
         return future
 
@@ -424,9 +496,8 @@ class AsyncKeepstateStore(_KeepstateBaseStore, AsyncBatchedBaseStore):
     _sweeper_task: asyncio.Task[None] | None = None
     _stop_sweeping: asyncio.Event | None = None
 
-    def _attach(self, store: keepstate.Store, owns: bool, ttl: TTLConfig | None, agent: str,
-                session_id: str, env: str) -> None:
-        super()._attach(store, owns, ttl, agent, session_id, env)
+    def _attach(self, *args: Any, **kwargs: Any) -> None:
+        super()._attach(*args, **kwargs)
         AsyncBatchedBaseStore.__init__(self)  # binds the running loop and starts its queue's task
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -435,9 +506,14 @@ class AsyncKeepstateStore(_KeepstateBaseStore, AsyncBatchedBaseStore):
         _refuse_on_loop()
         return super().batch(ops)
 
-    def update(self, namespace: tuple[str, ...], key: str,
-               fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
-               *, ttl: float | NotProvided | None = NOT_PROVIDED) -> Mapping[str, Any] | None:
+    def update(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        fn: Callable[[dict[str, Any] | None], Mapping[str, Any] | None],
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> Mapping[str, Any] | None:
         _refuse_on_loop()
         return super().update(namespace, key, fn, ttl=ttl)
 
@@ -456,8 +532,9 @@ class AsyncKeepstateStore(_KeepstateBaseStore, AsyncBatchedBaseStore):
         if not self.ttl_config:
             return asyncio.create_task(asyncio.sleep(0))
         stop = self._stop_sweeping = asyncio.Event()
-        self._sweeper_task = asyncio.create_task(self._sweep_every(self._sweep_seconds(sweep_interval_minutes), stop),
-                                                 name="keepstate-store-ttl-sweeper")
+        self._sweeper_task = asyncio.create_task(
+            self._sweep_every(self._sweep_seconds(sweep_interval_minutes), stop), name="keepstate-store-ttl-sweeper"
+        )
         return self._sweeper_task
 
     async def _sweep_every(self, seconds: float, stop: asyncio.Event) -> None:
@@ -488,8 +565,10 @@ class AsyncKeepstateStore(_KeepstateBaseStore, AsyncBatchedBaseStore):
     async def aclose(self) -> None:
         """Stop the sweeper and this loop's connections; close the keepstate store when this object opened it."""
         await self.stop_ttl_sweeper()
-        if self._task is not None:
-            self._task.cancel()  # the queue's task: a later call starts it again
+        task = self._task
+        if task is not None:  # the queue's task: a later call starts it again, once this one has ended
+            task.cancel()
+            await asyncio.wait([task])
         await self.store.aclose()
         self._close_store()
 
@@ -521,24 +600,31 @@ def _last_wins(ops: list[Op]) -> list[PutOp]:
 
 
 def _chunks(puts: list[PutOp]) -> list[list[PutOp]]:
-    return [puts[start:start + MAX_BATCH_OPS] for start in range(0, len(puts), MAX_BATCH_OPS)]
+    return [puts[start : start + MAX_BATCH_OPS] for start in range(0, len(puts), MAX_BATCH_OPS)]
 
 
-def _queue(writes: Batch | AsyncBatch, puts: list[PutOp], keys: list[str], current: list[Versioned | None]) -> None:
-    """Queue each put over the version read (keeping the item's ``created_at``), or delete (over the
-    version read, if one was)."""
+def _queue(
+    writes: Batch | AsyncBatch,
+    puts: list[PutOp],
+    keys: list[str],
+    current: list[Versioned | None],
+    vectors: dict[int, str | None],
+) -> None:
+    """Queue each put over the version read (keeping the item's ``created_at``), with its vectors, or
+    delete (over the version read, if one was)."""
     stamp = layout.now()
-    for op, key, found in zip(puts, keys, current, strict=True):
+    for index, (op, key, found) in enumerate(zip(puts, keys, current, strict=True)):
         if op.value is None or found is None:
             writes.delete(key, if_version=None if found is None else found.version)
             continue
         created = found.value["created_at"] if layout.is_envelope_of(found.value, op.namespace, op.key) else stamp
-        item = layout.envelope(op.namespace, op.key, op.value, created, stamp, op.ttl)
+        item = layout.envelope(op.namespace, op.key, op.value, created, stamp, op.ttl, vectors.get(index))
         writes.put(key, item, if_version=found.version, ttl_seconds=layout.ttl_seconds(op.ttl))
 
 
-def _update_op(namespace: tuple[str, ...], key: str, config: TTLConfig | None,
-               ttl: float | NotProvided | None) -> PutOp:
+def _update_op(
+    namespace: tuple[str, ...], key: str, config: TTLConfig | None, ttl: float | NotProvided | None
+) -> PutOp:
     """The put an update plans (its value to come), its namespace checked as ``put`` checks it."""
     if not namespace or namespace[0] == "langgraph":
         raise InvalidNamespaceError(f"An item's namespace must be non-empty, its root not 'langgraph': {namespace}")
@@ -559,13 +645,25 @@ def _kept_conflicting(puts: list[PutOp]) -> VersionConflict:
 
 
 def _fields(envelope: dict[str, Any]) -> dict[str, Any]:
-    return {"namespace": tuple(envelope["namespace"]), "key": envelope["key"], "value": envelope["value"],
-            "created_at": envelope["created_at"], "updated_at": envelope["updated_at"]}
+    return {
+        "namespace": tuple(envelope["namespace"]),
+        "key": envelope["key"],
+        "value": envelope["value"],
+        "created_at": envelope["created_at"],
+        "updated_at": envelope["updated_at"],
+    }
 
 
 def _cached(cache: VersionCache, key: str, version: int) -> Versioned | None:
     value = cache.get(key, version)
     return None if value is None else Versioned(value, version)
+
+
+def _by_meaning(
+    hits: list[tuple[str, Versioned]], vector: list[float], op: SearchOp
+) -> list[tuple[float | None, tuple[str, Versioned]]]:
+    """The page of ``op`` by the cosine similarity of each item's nearest vector to the query's."""
+    return ranked([(best_score(vector, hit[1].value.get("vectors")), hit) for hit in hits], op.offset, op.limit)
 
 
 def _updated_at(hit: tuple[str, Versioned]) -> str:
@@ -574,8 +672,11 @@ def _updated_at(hit: tuple[str, Versioned]) -> str:
 
 def _under(found: Any, prefix: tuple[str, ...]) -> bool:
     """Whether a stored value is an item whose namespace starts with ``prefix``."""
-    return (isinstance(found, dict) and "value" in found
-            and tuple(found.get("namespace", ()))[:len(prefix)] == tuple(prefix))
+    return (
+        isinstance(found, dict)
+        and "value" in found
+        and tuple(found.get("namespace", ()))[: len(prefix)] == tuple(prefix)
+    )
 
 
 def _namespace(found: Any) -> tuple[str, ...] | None:
@@ -589,4 +690,5 @@ def _refuse_on_loop() -> None:
         return
     raise asyncio.InvalidStateError(
         "Synchronous calls to AsyncKeepstateStore would block the event loop: use the a-prefixed calls "
-        "(aget, aput, asearch, aupdate, ...), or KeepstateStore in sync code.")
+        "(aget, aput, asearch, aupdate, ...), or KeepstateStore in sync code."
+    )

@@ -16,7 +16,7 @@ occurs in an escaped key); its namespace is then read from the value, which alwa
 
 The value is an object a person can read in the console:
 ``{"namespace": [...], "key": ..., "value": {...}, "created_at": ISO, "updated_at": ISO,
-"ttl_minutes": N or null}``.
+"ttl_minutes": N or null}``, and ``"vectors"`` (base64) when the store's index embedded it.
 """
 
 from __future__ import annotations
@@ -38,14 +38,16 @@ HASHED = "__"
 
 def escape(text: str) -> str:
     """``text`` in keepstate's key alphabet, ``:`` and ``_`` excluded (they mean something here)."""
-    return "".join(char if _KEPT.fullmatch(char) else
-                   "".join(f"_{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
-                   for char in text)
+    return "".join(
+        char if _KEPT.fullmatch(char) else "".join(f"_{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+        for char in text
+    )
 
 
 def unescape(text: str) -> str:
-    raw = b"".join(bytes.fromhex(token[1:]) if token.startswith("_") else token.encode()
-                   for token in _TOKEN.findall(text))
+    raw = b"".join(
+        bytes.fromhex(token[1:]) if token.startswith("_") else token.encode() for token in _TOKEN.findall(text)
+    )
     return raw.decode("utf-8", "surrogatepass")
 
 
@@ -81,17 +83,30 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def envelope(namespace: Sequence[str], key: str, value: Any, created_at: str, updated_at: str,
-             ttl_minutes: float | None) -> dict[str, Any]:
-    """The keepstate value of an item."""
-    return {"namespace": list(namespace), "key": key, "value": dict(value), "created_at": created_at,
-            "updated_at": updated_at, "ttl_minutes": ttl_minutes}
+def envelope(
+    namespace: Sequence[str],
+    key: str,
+    value: Any,
+    created_at: str,
+    updated_at: str,
+    ttl_minutes: float | None,
+    vectors: str | None = None,
+) -> dict[str, Any]:
+    """The keepstate value of an item (with ``vectors`` when a store's index embedded it: store_index.py)."""
+    item = {
+        "namespace": list(namespace),
+        "key": key,
+        "value": dict(value),
+        "created_at": created_at,
+        "updated_at": updated_at,
+        "ttl_minutes": ttl_minutes,
+    }
+    return item if vectors is None else {**item, "vectors": vectors}
 
 
 def is_envelope_of(found: Any, namespace: Sequence[str], key: str) -> bool:
     """Whether a stored value is the item ``key`` of ``namespace`` (a hashed key says nothing alone)."""
-    return (isinstance(found, dict) and found.get("key") == key
-            and tuple(found.get("namespace", ())) == tuple(namespace))
+    return isinstance(found, dict) and found.get("key") == key and tuple(found.get("namespace", ())) == tuple(namespace)
 
 
 def ttl_seconds(ttl_minutes: float | None) -> float | None:

@@ -34,8 +34,10 @@ def check_filter(filter: Mapping[str, Any] | None) -> None:
     """Refuse, before anything is read or written, a filter this module cannot apply."""
     for key, wanted in (filter or {}).items():
         if not isinstance(key, str) or _FILTER_KEY.fullmatch(key) is None:
-            raise ValueError(f"Invalid filter key: {key!r}. Filter keys must contain only alphanumeric "
-                             "characters, underscores, dots, and hyphens.")
+            raise ValueError(
+                f"Invalid filter key: {key!r}. Filter keys must contain only alphanumeric "
+                "characters, underscores, dots, and hyphens."
+            )
         for operator in _operators(wanted) or ():
             if operator not in OPERATORS:
                 raise ValueError(f"Unsupported operator: {operator}")
@@ -110,15 +112,18 @@ def _equal(found: Any, wanted: Any) -> bool:
 
 def page(hits: Iterable[T], updated_at: Callable[[T], str], offset: int, limit: int) -> list[T]:
     """Newest first (``updated_at``, then the order scanned), then ``offset``/``limit``."""
-    return sorted(hits, key=updated_at, reverse=True)[offset:offset + limit]
+    return sorted(hits, key=updated_at, reverse=True)[offset : offset + limit]
 
 
 def label_match(namespace: Sequence[str], path: Sequence[str], kind: str) -> bool:
     """Whether ``namespace`` starts (``prefix``) or ends (``suffix``) with ``path``, ``*`` any label."""
     if len(namespace) < len(path):
         return False
-    pairs = zip(namespace, path, strict=False) if kind == "prefix" else zip(
-        reversed(namespace), reversed(path), strict=False)
+    pairs = (
+        zip(namespace, path, strict=False)
+        if kind == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
     return all(wanted in ("*", label) for label, wanted in pairs)
 
 
@@ -131,10 +136,14 @@ def plain_prefix(conditions: Iterable[Any]) -> tuple[str, ...]:
     return best
 
 
-def namespaces(found: Iterable[tuple[str, ...]], conditions: Iterable[Any], max_depth: int | None,
-               offset: int, limit: int) -> list[tuple[str, ...]]:
+def namespaces(
+    found: Iterable[tuple[str, ...]], conditions: Iterable[Any], max_depth: int | None, offset: int, limit: int
+) -> list[tuple[str, ...]]:
     """The listing of the namespaces ``found``, filtered, truncated, deduplicated, ordered, paged."""
     conditions = [condition for condition in conditions if condition.path]
-    kept = {namespace if max_depth is None else namespace[:max_depth] for namespace in found
-            if all(label_match(namespace, condition.path, condition.match_type) for condition in conditions)}
-    return sorted(kept, key=".".join)[offset:offset + limit]
+    kept = {
+        namespace if max_depth is None else namespace[:max_depth]
+        for namespace in found
+        if all(label_match(namespace, condition.path, condition.match_type) for condition in conditions)
+    }
+    return sorted(kept, key=".".join)[offset : offset + limit]

@@ -38,7 +38,7 @@ from ...errors import Forbidden, InvalidRequest, KeepstateError, Unauthorized
 from ...platform.auth import hash_secret
 from ...platform.models import Caller
 from ...platform.service import Platform
-from ...stores.records import namespace
+from ...stores.records import CONSOLE_SESSIONS
 from ..http import read_body
 
 COOKIE = "keepstate_console"
@@ -46,7 +46,7 @@ FORM_COOKIE = "keepstate_console_form"
 COOKIE_PATH = "/console/"
 SESSION_TTL_S = 12 * 3600
 FORM_TTL_S = 3600
-NAMESPACE = namespace("keepstate", "console", "sessions")
+NAMESPACE = CONSOLE_SESSIONS
 """Where console sessions live: ``keepstate/console/sessions/``. A State API namespace is
 ``{env}/{run|session|agent|user}/...``, so no route of the API can read or write here."""
 MAX_SECRET = 512
@@ -102,7 +102,7 @@ async def signed_in(platform: Platform, request: Request) -> SignedIn:
     if key is None or key.revoked or key.role not in CONSOLE_ROLES:
         await platform.state.delete(NAMESPACE, record_key)
         raise Unauthorized("this key was revoked: signed out")
-    return SignedIn(Caller(key.env, key.role, key.id), record["csrf"], record_key)
+    return SignedIn(Caller(key.env, key.role, key.id, name=key.name), record["csrf"], record_key)
 
 
 async def sign_out(platform: Platform, signed: SignedIn) -> None:

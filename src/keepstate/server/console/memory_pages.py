@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, NoEmbedder
 from ...platform.memory import MemoryApi, View, admin_view
 from ...platform.models import Caller
+from ...semantic import HYBRID, SEMANTIC, TEXT
 from ...stores.documents import DocumentHead, StoredHit
 from ..memory_routes import memory_api
 from ..routes import path
-from . import pages, views
+from . import context, views
 from .auth import SignedIn
 
 DOCUMENTS = 50
@@ -41,11 +42,17 @@ def memory_of(request: Request) -> MemoryApi | None:
 @dataclass(frozen=True, slots=True)
 class Search:
     """A search as the page shows it: the query typed, its hits (None: nothing searched), or why the
-    query was refused."""
+    query was refused; the mode searched in, and the modes offered (none without an embedder: words only)."""
 
     query: str
     hits: list[StoredHit] | None = None
     error: str | None = None
+    mode: str = TEXT
+    modes: tuple[tuple[str, str], ...] = ()
+
+
+MODE_LABELS = ((HYBRID, "Words and meaning"), (SEMANTIC, "Meaning"), (TEXT, "Words"))
+"""The mode switch of a memory with an embedder, its default first."""
 
 
 async def memory(request: Request, signed: SignedIn) -> Response:
@@ -54,26 +61,39 @@ async def memory(request: Request, signed: SignedIn) -> Response:
     view = admin_view(signed.caller, agent)
     api = memory_api(request)
     prefix = request.query_params.get("prefix", "")
-    paged = pages.after(request)
+    paged = context.after(request)
     documents, next_after = await api.listing(view, prefix, paged or "", DOCUMENTS)
     search = await searched(api, request, view, prefix)
-    answer = pages.shown(request, signed, "memory.html", title=f"Memory of {agent}", agent=agent, prefix=prefix,
-                         documents=documents, next=next_after, paged=paged is not None, search=search)
+    answer = await context.shown(
+        request,
+        signed,
+        "memory.html",
+        title=f"Memory of {agent}",
+        agent=agent,
+        prefix=prefix,
+        documents=documents,
+        next=next_after,
+        paged=paged is not None,
+        search=search,
+    )
     if search.error is not None:
         answer.status_code = 400
     return answer
 
 
 async def searched(api: MemoryApi, request: Request, view: View, prefix: str) -> Search:
-    """The page's search (``?q=``), through the store's engine; a malformed query is shown, not raised."""
+    """The page's search (``?q=``, ``?mode=`` when memory has an embedder), through the store's engine;
+    a malformed query is shown, not raised."""
     query = request.query_params.get("q", "")
+    modes = MODE_LABELS if api.embedder is not None else ()
+    mode = request.query_params.get("mode") or (HYBRID if modes else TEXT)
     if not query.strip():
-        return Search(query)
+        return Search(query, mode=mode, modes=modes)
     try:
-        body = {"query": query, "prefix": prefix or None, "limit": HITS}
-        return Search(query, await api.search(view, body))
-    except InvalidRequest as error:
-        return Search(query, error=error.message)
+        body = {"query": query, "prefix": prefix or None, "limit": HITS, "mode": mode}
+        return Search(query, await api.search(view, body), mode=mode, modes=modes)
+    except (InvalidRequest, NoEmbedder) as error:
+        return Search(query, error=error.message, mode=mode, modes=modes)
 
 
 async def document(request: Request, signed: SignedIn) -> Response:
@@ -82,8 +102,16 @@ async def document(request: Request, signed: SignedIn) -> Response:
     if not path(request, "path"):  # .../memory/ is the listing
         return await memory(request, signed)
     found = await memory_api(request).read(admin_view(signed.caller, agent), path(request, "path"))
-    return pages.shown(request, signed, "document.html", title=f"Document {found.path}", agent=agent,
-                       document=found, metadata=views.pretty_bytes(found.metadata), size=len(found.text.encode()))
+    return await context.shown(
+        request,
+        signed,
+        "document.html",
+        title=f"Document {found.path}",
+        agent=agent,
+        document=found,
+        metadata=views.pretty_bytes(found.metadata),
+        size=len(found.text.encode()),
+    )
 
 
 @dataclass(frozen=True, slots=True)

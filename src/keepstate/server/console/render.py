@@ -6,8 +6,9 @@ holds. Undefined names fail loudly (``StrictUndefined``) instead of printing not
 
 Every answer of the console carries the same headers (``SECURITY_HEADERS``): a Content-Security-Policy
 that allows only the console's own script, style and images and no inline code (there is none),
-no framing, no MIME sniffing, and no caching of pages that show private data. The two static files
-are served from the package with a content hash in their URL, so they can be cached for good.
+no framing, no MIME sniffing, and no caching of pages that show private data. The static files
+(style, script, icon) are served from the package with a content hash in their URL, so they can be
+cached for good.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 import jinja2
 import orjson
 from starlette.responses import Response
 
 from ...errors import KeepstateError, Unavailable
-from . import views
+from . import links, views
 
 ROOT = "/console"
 CSP = (
@@ -37,8 +39,16 @@ SECURITY_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 PRIVATE = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
-TITLES = {400: "Bad request", 401: "Signed out", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-          409: "Conflict", 413: "Too large", 503: "Unavailable"}
+TITLES = {
+    400: "Bad request",
+    401: "Signed out",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Too large",
+    503: "Unavailable",
+}
 
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("keepstate.server.console", "templates"),
@@ -51,6 +61,22 @@ ENVIRONMENT.filters["when"] = views.when
 ENVIRONMENT.filters["iso"] = views.iso
 ENVIRONMENT.filters["size"] = views.size
 ENVIRONMENT.filters["snippet_parts"] = views.snippet_parts
+ENVIRONMENT.filters["segment"] = links.segment
+ENVIRONMENT.filters["path"] = links.path
+ENVIRONMENT.globals["ago"] = views.ago
+
+
+def href(*parts: str, **query: str | None) -> str:
+    """A console link: ``ROOT``, each of ``parts`` as one path segment (``links.segment``: quoted whole,
+    ``/`` included, so an id never splits the path, and a segment of dots alone escaped once more), then
+    the query's fields that hold something. Every link the pages build goes through here (the ``href``
+    of the templates)."""
+    path = ROOT + "".join("/" + links.segment(part) for part in parts)
+    fields = {name: value for name, value in query.items() if value not in (None, "")}
+    return f"{path}?{urlencode(fields)}" if fields else path
+
+
+ENVIRONMENT.globals["href"] = href
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +93,17 @@ def _static(name: str, media_type: str) -> Static:
     return Static(body, media_type, f"{ROOT}/static/{hashlib.sha256(body).hexdigest()[:12]}/{name}")
 
 
-STATIC = {name: _static(name, kind) for name, kind in (("console.css", "text/css; charset=utf-8"),
-                                                        ("console.js", "text/javascript; charset=utf-8"))}
-ENVIRONMENT.globals.update(root=ROOT, css=STATIC["console.css"].path, js=STATIC["console.js"].path)
+STATIC = {
+    name: _static(name, kind)
+    for name, kind in (
+        ("console.css", "text/css; charset=utf-8"),
+        ("console.js", "text/javascript; charset=utf-8"),
+        ("favicon.svg", "image/svg+xml"),
+    )
+}
+ENVIRONMENT.globals.update(
+    root=ROOT, css=STATIC["console.css"].path, js=STATIC["console.js"].path, icon=STATIC["favicon.svg"].path
+)
 
 
 def page(template: str, http_status: int = 200, headers: dict[str, str] | None = None, **context: Any) -> Response:
@@ -100,5 +134,4 @@ def error_page(error: KeepstateError, signed: Any = None) -> Response:
     if error.status == 405:
         headers = {"Allow": error.details.get("allow", "")}
     title = TITLES.get(error.status, "Error")
-    return page("error.html", error.status, headers, signed=signed, title=title, message=error.message,
-                code=error.code)
+    return page("error.html", error.status, headers, signed=signed, title=title, message=error.message, code=error.code)

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from ...stores.documents import SNIPPET_START
-from ...stores.records import NULL, Entry, ListPage
+from ...stores.records import NULL, AgentStats, Entry, ListPage
+from . import conversations
 
 FINAL_STATUSES = frozenset({"done", "failed", "interrupted", "cancelled", "expired"})
 """Statuses a run never leaves: the live updates stop watching a run once it has one."""
@@ -41,9 +42,8 @@ def iso(ms: int | None) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def pretty(value: Any) -> str:
-    """A JSON value as indented text (keys in their stored order)."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+pretty = conversations.pretty
+"""A JSON value as indented text (keys in their stored order)."""
 
 
 def pretty_bytes(data: bytes) -> str | None:
@@ -53,13 +53,15 @@ def pretty_bytes(data: bytes) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a conversation: its role, and its content as text (a string as it is, any
-    other content as indented JSON, flagged so the template can set it apart)."""
+    """One message of a conversation: who said it, the side it sits on (``data-role``: user,
+    assistant, system or tool), and its content as text (anything but text as indented JSON, flagged
+    so the template can set it apart)."""
 
     index: int
     role: str
     text: str
     structured: bool
+    side: str = "assistant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,37 +93,48 @@ class StateValue:
     later: int | None = None
 
 
-def is_message(item: Any) -> bool:
-    """A ``{role, content}`` object: a string role and a content (more fields are allowed)."""
-    return isinstance(item, dict) and isinstance(item.get("role"), str) and "content" in item
-
-
-def message(index: int, item: dict[str, Any]) -> Message:
-    content = item["content"]
-    if isinstance(content, str):
-        return Message(index, item["role"], content, False)
-    return Message(index, item["role"], pretty(content), True)
+def message(index: int, said: conversations.Said) -> Message:
+    return Message(index, said.role, said.text, said.structured, said.side)
 
 
 def json_value(key: str, entry: Entry) -> StateValue:
     """A value that is not a list, as indented JSON with its version."""
-    return StateValue(key, entry.version, "json", text=pretty(orjson.loads(entry.data)),
-                      expires_at=entry.expires_at)
+    return StateValue(key, entry.version, "json", text=pretty(orjson.loads(entry.data)), expires_at=entry.expires_at)
 
 
 def list_value(key: str, page: ListPage, start: int, page_size: int) -> StateValue:
     """Items ``start`` … of a list, as a conversation when every item shown is a message, else as
     numbered items; with the ends of the pages before and after it (pages of ``page_size``)."""
     parsed = [orjson.loads(item) for item in page.items]
-    end = start + len(parsed)
-    earlier = start if start > 0 else None
-    later = min(end + page_size, page.length) if end < page.length else None
-    common: dict[str, Any] = {"start": start, "length": page.length, "earlier": earlier, "later": later}
-    if parsed and all(is_message(item) for item in parsed):
-        messages = tuple(message(start + n, item) for n, item in enumerate(parsed))
-        return StateValue(key, page.version, "conversation", messages=messages, **common)
+    if parsed and all(conversations.is_message(item) for item in parsed):
+        return conversation_value(key, page.version, parsed, start, page.length, page_size)
+    common = paging(start, len(parsed), page.length, page_size)
     items = tuple(Item(start + n, pretty(item)) for n, item in enumerate(parsed))
     return StateValue(key, page.version, "list", items=items, **common)
+
+
+def conversation_value(
+    key: str,
+    version: int,
+    parsed: list[Any],
+    start: int,
+    length: int,
+    page_size: int,
+    read: conversations.Reader = conversations.chat_message,
+) -> StateValue:
+    """Items ``start`` … of a conversation ``length`` long, each read as a message by ``read``."""
+    messages = tuple(message(start + n, read(item)) for n, item in enumerate(parsed))
+    common = paging(start, len(parsed), length, page_size)
+    return StateValue(key, version, "conversation", messages=messages, **common)
+
+
+def paging(start: int, shown: int, length: int, page_size: int) -> dict[str, Any]:
+    """Where a page of ``shown`` items from ``start`` sits in a list of ``length``: the ends of the
+    pages before and after it."""
+    end = start + shown
+    earlier = start if start > 0 else None
+    later = min(end + page_size, length) if end < length else None
+    return {"start": start, "length": length, "earlier": earlier, "later": later}
 
 
 def page_before(end: int, page_size: int) -> tuple[int, int] | None:
@@ -131,6 +144,19 @@ def page_before(end: int, page_size: int) -> tuple[int, int] | None:
         return None
     start = max(0, end - page_size)
     return start, end - start
+
+
+def spans(keys: Sequence[str], lengths: Sequence[int], start: int, count: int) -> list[tuple[str, int, int]]:
+    """Items ``start`` … ``start + count`` of lists read one after another (``keys`` of ``lengths``), as
+    ``(key, start within it, count)`` reads, in order, empty ones left out."""
+    found = []
+    offset = 0
+    for key, length in zip(keys, lengths, strict=True):
+        begin, end = max(start, offset), min(start + count, offset + length)
+        if begin < end:
+            found.append((key, begin - offset, end - begin))
+        offset += length
+    return found
 
 
 def size(count: int) -> str:
@@ -149,17 +175,78 @@ def snippet_parts(snippet: str) -> list[tuple[str, bool]]:
     return [(part, index % 2 == 1) for index, part in enumerate(parts) if part]
 
 
+UNSERVED_AFTER_MS = 120_000
+"""A worker asks for work at least every 30 s while it runs (a claim waits at most that long): an
+agent with no claim for two minutes has nobody serving it."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRow:
-    """One agent on the Agents page: its runs waiting, running and held, and its workers' last claim
-    (None: not known). ``capped`` names the statuses whose count stopped at a bound (shown as ``N+``)."""
+    """One agent on the Agents page, as ``GET /v0/agents`` answers: its runs queued, running and held,
+    and when a worker last claimed for it (None: never). ``unserved``: no claim within
+    ``UNSERVED_AFTER_MS`` of ``now``; ``stuck``: unserved with runs waiting (the row stands out)."""
 
     name: str
     queued: int
     running: int
     held: int
-    last_claim_at: int | None = None
-    capped: frozenset[str] = frozenset()
+    last_claim_at: int | None
+    unserved: bool
+
+    @property
+    def stuck(self) -> bool:
+        return self.unserved and self.queued > 0
+
+
+def agent_row(stats: AgentStats, now: int) -> AgentRow:
+    last = stats.last_claim_at
+    unserved = last is None or now - last > UNSERVED_AFTER_MS
+    return AgentRow(stats.agent, stats.count("queued"), stats.count("running"), stats.count("held"), last, unserved)
+
+
+def ago(ms: int | None, now: int) -> str:
+    """How long before ``now`` a stored time was, for reading: ``12 s ago``, ``3 min ago``, ``2 h ago``,
+    ``4 days ago``; ``never`` for None."""
+    if ms is None:
+        return "never"
+    seconds = max(0, now - ms) // 1000
+    for unit, size in (("day", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            count = seconds // size
+            return f"{count} {unit}{'s' if unit == 'day' and count != 1 else ''} ago"
+    return f"{seconds} s ago"
+
+
+def capped(count: int, cap: int) -> str:
+    """A count for a badge: ``7``, or ``99+`` past ``cap``."""
+    return f"{cap}+" if count > cap else str(count)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A run's decision as the Run page shows it: approved or denied, by whom (a key's name or id;
+    None for a decision recorded before the maker was), when, and its data as indented JSON."""
+
+    approved: bool
+    by: str | None
+    at: int | None
+    data: str | None
+
+
+def decision_of(data: bytes) -> Decided | None:
+    """The stored decision ``{approved, data, by, at}``; None when there is none."""
+    if data == NULL:
+        return None
+    found = orjson.loads(data)
+    if not isinstance(found, dict):
+        return Decided(False, None, None, pretty(found))
+    by, at, payload = found.get("by"), found.get("at"), found.get("data")
+    return Decided(
+        found.get("approved") is True,
+        by if isinstance(by, str) else None,
+        at if isinstance(at, int) and not isinstance(at, bool) else None,
+        None if payload in (None, {}) else pretty(payload),
+    )
 
 
 def run_ids(text: str | None, limit: int) -> list[str]:

@@ -23,7 +23,8 @@ from ..base import (
     SyncStateFacet,
 )
 from ..faces import InlineAsync, InlineAsyncDocuments
-from ..records import namespace
+from ..records import StoredSession, namespace
+from ..session_forks import Cuts, copies, cuts_of
 from ..sql.harness_facet import SqlHarness
 from .documents import MemoryDocuments
 from .harness import MemoryEngine, MemorySqlite
@@ -31,7 +32,11 @@ from .leases import LeaseSpace, MemoryLeases
 from .platform import MemoryPlatform
 from .state import MemoryState
 
-CAPABILITIES = Capabilities(shared=False, platform=True, leases=True, harness=True, documents=True)
+OWN_BACKUP = "a memory:// store lives in one process and has nothing to back up"
+"""How this store is backed up: it has no file backup (``keepstate backup``)."""
+CAPABILITIES = Capabilities(
+    shared=False, platform=True, leases=True, harness=True, documents=True, own_backup=OWN_BACKUP
+)
 
 
 @dataclass
@@ -58,7 +63,7 @@ def space_name(url: str) -> str:
     """``memory://NAME`` → NAME (empty for a private space)."""
     if not url.startswith("memory://"):
         raise ValueError(f"not a memory store URL: {url!r}")
-    return url[len("memory://"):].split("?", 1)[0]
+    return url[len("memory://") :].split("?", 1)[0]
 
 
 def _space(name: str) -> MemorySpace:
@@ -105,6 +110,23 @@ class MemoryDatabase(Database):
             self.space.state.drop(namespace(env, "session", agent, session_id))
         return agents
 
+    async def fork_session(
+        self, source: StoredSession, fork: StoredSession, cuts: Cuts
+    ) -> tuple[StoredSession, bool] | None:
+        """Under the state's lock, so no write lands midway; the lists are checked before anything is made."""
+        state = self.space.state
+        with state.lock:
+            for (agent, key), keep in cuts.items():
+                state.items(namespace(source.env, "session", agent, source.id), key, 0, keep)
+            forked = self.space.platform.fork_session(source, fork)
+            if forked is None or not forked.created:
+                return None if forked is None else (forked.session, False)
+            for copied, target in copies(source, forked):
+                state.copy(copied, target)
+            for ns, key, keep in cuts_of(forked.session, cuts):
+                state.keep_first(ns, key, keep)
+        return forked.session, True
+
     async def ping(self) -> None:
         return None
 
@@ -113,4 +135,3 @@ class MemoryDatabase(Database):
 
     def close(self) -> None:
         return None
-

@@ -10,70 +10,33 @@ over the space, a first-line match counting ``TITLE_WEIGHT`` times a match in th
 from __future__ import annotations
 
 import math
-import re
 import threading
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ...errors import VersionConflict
 from ...search import Query
+from ...values import MAX_VERSION
+from ...vectors import nearest_documents
 from ..documents import (
-    SNIPPET_END,
-    SNIPPET_GAP,
-    SNIPPET_START,
-    SNIPPET_WORDS,
+    SNIPPET_SCAN,
     TITLE_WEIGHT,
     DocumentHead,
     DocumentRecord,
+    DocumentWrite,
     PathFilter,
     StoredDocument,
     StoredHit,
-    one_line,
+    StoredPassage,
+    Unembedded,
+    passage_snippet,
     split_title,
 )
+from ..records import version_limit
+from ..snippets import Field, snippet, terms_of
 
-_WORD = re.compile(r"[^\W_]+")
-_VOWELS = set("aeiouy")
 K1, B = 1.2, 0.75
-
-
-def stem(word: str) -> str:
-    """A light English stem: the same for ``run``, ``runs``, ``running``; ``index``, ``indexed``,
-    ``indexing``; ``make``, ``making``. Not Porter's, but applied to documents and queries alike."""
-    word = word.lower()
-    if len(word) <= 3:
-        return word
-    if word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        base = word[: -len(suffix)]
-        if word.endswith(suffix) and len(base) >= 3 and _VOWELS & set(base):
-            word = base[:-1] if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "aeioulsz" else base
-            break
-    return word[:-1] if len(word) > 3 and word.endswith("e") else word
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    """One part of a document (its first line, or the rest) as words: their stems and their spans."""
-
-    text: str
-    stems: tuple[str, ...]
-    spans: tuple[tuple[int, int], ...]
-
-    @classmethod
-    def of(cls, text: str) -> _Field:
-        found = list(_WORD.finditer(text))
-        return cls(text, tuple(stem(m.group()) for m in found), tuple(m.span() for m in found))
-
-    def positions(self, stems: tuple[str, ...]) -> list[int]:
-        """Where the run of ``stems`` starts, each time it occurs."""
-        size = len(stems)
-        return [i for i in range(len(self.stems) - size + 1) if self.stems[i:i + size] == stems]
 
 
 @dataclass(slots=True)
@@ -82,9 +45,11 @@ class _Doc:
     text: str | None = None
     metadata: bytes = b"{}"
     updated_at: int = 0
-    title: _Field | None = None
-    body: _Field | None = None
+    title: Field | None = None
+    body: Field | None = None
     size: int = 0
+    embedding: str | None = None
+    passages: tuple[StoredPassage, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -96,7 +61,7 @@ class MemoryDocuments:
     """Every space's documents behind one lock: each operation is trivially linearizable."""
 
     spaces: dict[str, dict[str, _Doc]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def read(self, space: str, path: str) -> StoredDocument | None:
         with self.lock:
@@ -107,12 +72,15 @@ class MemoryDocuments:
 
     def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
         title, body = split_title(text)
-        fields = _Field.of(title), _Field.of(body or "")
+        fields = Field.of(title), Field.of(body or "")
         with self.lock:
             doc = self._checked(space, path, if_version)
+            if doc.version >= MAX_VERSION:
+                raise version_limit()
             doc.version += 1
             doc.text, doc.metadata, doc.updated_at = text, metadata, now
             doc.title, doc.body, doc.size = *fields, _size(text)
+            doc.embedding, doc.passages = None, ()
             return doc.version
 
     def delete(self, space: str, path: str, if_version: int | None) -> bool:
@@ -120,13 +88,16 @@ class MemoryDocuments:
             doc = self._checked(space, path, if_version)
             was_live = doc.live
             doc.text, doc.title, doc.body = None, None, None
+            doc.embedding, doc.passages = None, ()
             return was_live
 
     def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
         with self.lock:
-            found = [DocumentHead(path, doc.version, doc.updated_at, doc.size)
-                     for path, doc in self.spaces.get(space, {}).items()
-                     if doc.live and path > after and where.admits(path)]
+            found = [
+                DocumentHead(path, doc.version, doc.updated_at, doc.size)
+                for path, doc in self.spaces.get(space, {}).items()
+                if doc.live and path > after and where.admits(path, doc.metadata)
+            ]
         found.sort(key=lambda head: head.path)
         return found[:limit]
 
@@ -134,8 +105,12 @@ class MemoryDocuments:
         if not query.terms:
             return []
         with self.lock:
-            docs = [(path, doc) for path, doc in self.spaces.get(space, {}).items() if doc.live and where.admits(path)]
-        terms = [tuple(stem(word) for word in term.words) for term in query.terms]
+            docs = [
+                (path, doc)
+                for path, doc in self.spaces.get(space, {}).items()
+                if doc.live and where.admits(path, doc.metadata)
+            ]
+        terms = terms_of([term.words for term in query.terms])
         ranking = _Bm25([doc for _, doc in docs], terms)
         scored = [(score, path, doc) for path, doc in docs if (score := ranking.score(doc)) is not None]
         scored.sort(key=lambda found: (-found[0], found[1]))
@@ -143,18 +118,69 @@ class MemoryDocuments:
 
     def records(self) -> Iterator[DocumentRecord]:
         with self.lock:
-            found = [DocumentRecord(space, path, doc.version, doc.text, doc.metadata if doc.live else b"{}",
-                                    doc.updated_at)
-                     for space, docs in self.spaces.items() for path, doc in docs.items() if doc.version]
+            found = [
+                DocumentRecord(space, path, doc.version, doc.text, doc.metadata if doc.live else b"{}", doc.updated_at)
+                for space, docs in self.spaces.items()
+                for path, doc in docs.items()
+                if doc.version
+            ]
         return iter(sorted(found, key=lambda record: (record.space, record.path)))
 
     def restore(self, record: DocumentRecord) -> None:
         doc = _Doc(record.version, record.text, record.metadata, record.updated_at)
         if record.text is not None:
             title, body = split_title(record.text)
-            doc.title, doc.body, doc.size = _Field.of(title), _Field.of(body or ""), _size(record.text)
+            doc.title, doc.body, doc.size = Field.of(title), Field.of(body or ""), _size(record.text)
         with self.lock:
             self.spaces.setdefault(record.space, {})[record.path] = doc
+
+    def nearest(self, space: str, key: str, vector: array[float], where: PathFilter, limit: int) -> list[StoredHit]:
+        """An exact scan of the passages of the space's documents embedded with ``key``."""
+        with self.lock:
+            docs = sorted(
+                (path, doc)
+                for path, doc in self.spaces.get(space, {}).items()
+                if doc.live and doc.embedding == key and where.admits(path, doc.metadata)
+            )
+        rows = [(path, (doc, passage), passage.vector) for path, doc in docs for passage in doc.passages]
+        return [
+            StoredHit(path, score, passage_snippet(doc.text or "", passage.start, passage.stop), doc.version)
+            for path, (doc, passage), score in nearest_documents(vector, rows, limit)
+        ]
+
+    def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        with self.lock:  # reentrant: the write and its passages are one step
+            version = self.write(*written.args)
+            self.attach(written.space, written.path, version, key, passages)
+            return version
+
+    def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        with self.lock:
+            doc = self.spaces.get(space, {}).get(path)
+            if doc is None or not doc.live or doc.version != version:
+                return False
+            doc.embedding, doc.passages = key, tuple(passages)
+            return True
+
+    def unembedded(self, key: str | None, space: str | None, after: tuple[str, str], limit: int) -> list[Unembedded]:
+        with self.lock:
+            found = [
+                Unembedded(name, path, doc.version, doc.text)
+                for name, docs in self.spaces.items()
+                if space is None or name == space
+                for path, doc in docs.items()
+                if doc.text is not None and (name, path) > after and _pending(doc.embedding, key)
+            ]
+        found.sort(key=lambda item: (item.space, item.path))
+        return found[:limit]
+
+    def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        with self.lock:
+            live = [
+                doc for name, docs in self.spaces.items() if space is None or name == space for doc in docs.values()
+            ]
+            live = [doc for doc in live if doc.live]
+        return sum(1 for doc in live if doc.embedding == key), len(live)
 
     def _checked(self, space: str, path: str, if_version: int | None) -> _Doc:
         doc = self.spaces.setdefault(space, {}).setdefault(path, _Doc(0))
@@ -164,11 +190,17 @@ class MemoryDocuments:
         return doc
 
 
+def _pending(embedding: str | None, key: str | None) -> bool:
+    """Whether a document embedded with ``embedding`` is to embed: never embedded (``key`` None), or
+    not with ``key``."""
+    return embedding is None if key is None else embedding != key
+
+
 def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _fields(doc: _Doc) -> tuple[_Field, _Field]:
+def _fields(doc: _Doc) -> tuple[Field, Field]:
     assert doc.title is not None and doc.body is not None
     return doc.title, doc.body
 
@@ -204,31 +236,6 @@ def _length(doc: _Doc) -> int:
 
 
 def _snippet(doc: _Doc, terms: list[tuple[str, ...]]) -> str:
-    """Up to ``SNIPPET_WORDS`` words around the first match, matched words marked, cuts shown as ``…``."""
+    """From the document's first ``SNIPPET_SCAN`` characters, as every store makes its snippets."""
     title, body = _fields(doc)
-    part = title if any(title.positions(stems) for stems in terms) else body
-    marked = set(_marked(part, terms))
-    first = min(marked, default=0)
-    start = max(0, min(first - SNIPPET_WORDS // 4, len(part.spans) - SNIPPET_WORDS))
-    end = min(len(part.spans), start + SNIPPET_WORDS)
-    if start >= end:
-        return one_line(part.text[:200])
-    pieces = []
-    for index in range(start, end):
-        begin, stop = part.spans[index]
-        word = part.text[begin:stop]
-        opens = index in marked and (index == start or index - 1 not in marked)
-        closes = index in marked and (index == end - 1 or index + 1 not in marked)
-        pieces.append((SNIPPET_START if opens else "") + word + (SNIPPET_END if closes else ""))
-        if index + 1 < end:
-            pieces.append(part.text[stop:part.spans[index + 1][0]])
-    lead = SNIPPET_GAP if start > 0 else part.text[:part.spans[start][0]]
-    tail = SNIPPET_GAP if end < len(part.spans) else part.text[part.spans[end - 1][1]:]
-    return one_line(lead + "".join(pieces) + tail)
-
-
-def _marked(part: _Field, terms: list[tuple[str, ...]]) -> Iterator[int]:
-    for stems in terms:
-        for position in part.positions(stems):
-            yield from range(position, position + len(stems))
-
+    return snippet(title.head(SNIPPET_SCAN), body.head(SNIPPET_SCAN), terms, (False, len(body.text) > SNIPPET_SCAN))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
 
 from ..base import LeaseFacet
-from ..records import Blob
+from ..records import Blob, BlobRecord
 
 
 @dataclass
@@ -60,12 +61,14 @@ class MemoryLeases(LeaseFacet):
         with self._s.lock:
             return self._s.blobs.get(id)
 
-    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
+    async def write(self, id: str, stored: Blob, token: int | None) -> int | None:
         with self._s.lock:
             if not self._current(id, token):
-                return False
-            self._s.blobs[id] = stored
-            return True
+                return None
+            old = self._s.blobs.get(id)
+            version = 1 if old is None else old.version + 1
+            self._s.blobs[id] = replace(stored, version=version)
+            return version
 
     async def remove(self, id: str, token: int | None) -> bool:
         with self._s.lock:
@@ -80,8 +83,34 @@ class MemoryLeases(LeaseFacet):
                 return False
             old = self._s.blobs.get(id)
             if old is not None:
-                self._s.blobs[id] = Blob(old.data, expires_at, old.pinned)
+                self._s.blobs[id] = replace(old, expires_at=expires_at)
             return True
+
+    async def records(self) -> AsyncIterator[BlobRecord]:
+        with self._s.lock:
+            found = sorted(self._s.blobs.items())
+        for id, blob in found:
+            yield BlobRecord(id, blob)
+
+    async def restore(self, record: BlobRecord) -> None:
+        with self._s.lock:
+            self._s.blobs[record.id] = record.blob
+
+    async def purge(self, before: int, limit: int) -> int:
+        """Expired blobs only: the fencing counters stay (they are what keeps tokens growing here)."""
+        with self._s.lock:
+            gone = self._purgeable(before)[:limit]
+            for id in gone:
+                del self._s.blobs[id]
+            return len(gone)
+
+    async def count_purgeable(self, before: int) -> int:
+        with self._s.lock:
+            return len(self._purgeable(before))
+
+    def _purgeable(self, before: int) -> list[str]:
+        blobs = self._s.blobs.items()
+        return [id for id, blob in blobs if not blob.pinned and (blob.expires_at or before) < before]
 
     def _current(self, id: str, token: int | None) -> bool:
         return token is None or self._s.fences.get(id) == token

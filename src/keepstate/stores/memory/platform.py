@@ -33,6 +33,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..session_forks import Forked
 
 T = TypeVar("T")
 
@@ -50,6 +51,7 @@ class MemoryPlatform(PlatformFacet):
         self._of_session: dict[tuple[str, str], list[str]] = {}  # (env, session) -> its run ids, oldest first
         self._claims: dict[tuple[str, str], int] = {}  # (env, agent) -> last claim
         self._registered: dict[tuple[str, str], set[str]] = {}  # (env, session) -> agents registered in it
+        self._end_users: dict[tuple[str, str], str] = {}  # (env, user) -> the member key acting for it
         self._sessions_lock = threading.Lock()
         """Registering and deleting a session each take it: the sync embedded store registers from its own
         loop thread while a server's loop may delete, and both read, then change, two tables."""
@@ -74,12 +76,13 @@ class MemoryPlatform(PlatformFacet):
         keys = [key for key, _ in self._keys.values() if key.env == env and not key.revoked]
         return sorted(keys, key=lambda k: (k.created_at, k.id))
 
-    async def revoke_key(self, env: str, key_id: str) -> bool:
+    async def revoke_key(self, env: str, key_id: str, now: int) -> list[str] | None:
         found = self._keys.get(key_id)
         if found is None or found[0].env != env or found[0].revoked:
-            return False
+            return None
         self._keys[key_id] = (replace(found[0], revoked=True), found[1])
-        return True
+        held = [i for i in self._invocations.values() if i.status == "running" and i.claimed_by == key_id]
+        return self._lose(held, now)
 
     async def has_keys(self) -> bool:
         return any(not key.revoked for key, _ in self._keys.values())
@@ -101,6 +104,9 @@ class MemoryPlatform(PlatformFacet):
         created = replace(session, seq=next(self._seq))
         self._sessions[(session.env, session.id)] = created
         return created, True
+
+    async def bind_user(self, env: str, user: str, owner: str) -> str:
+        return self._end_users.setdefault((env, user), owner)
 
     async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
         with self._sessions_lock:
@@ -161,6 +167,19 @@ class MemoryPlatform(PlatformFacet):
             agents = self._agents_of(env, session_id)
             self._registered.pop((env, session_id), None)
             return agents
+
+    def fork_session(self, source: StoredSession, fork: StoredSession) -> Forked | None:
+        """The platform's part of a fork (``MemoryDatabase.fork_session`` copies the state)."""
+        with self._sessions_lock:
+            found = self._sessions.get((source.env, source.id))
+            if found is None or found.made != source.made:
+                return None
+            stored, created = self._create_session(fork)
+            if not created:
+                return Forked(stored, False, [])
+            agents = self._agents_of(source.env, source.id)
+            self._registered.setdefault((fork.env, fork.id), set()).update(agents)
+            return Forked(stored, True, agents)
 
     def _session_busy(self, env: str, session_id: str) -> bool:
         return any(self._runs[run_id].status in ACTIVE for run_id in self._of_session.get((env, session_id), []))
@@ -226,7 +245,8 @@ class MemoryPlatform(PlatformFacet):
         if run is None or run.status != "held":
             return None
         self._runs[run_id] = run = replace(
-            run, status="queued", decision=decision, updated_at=now, queue_deadline=invocation.queue_deadline)
+            run, status="queued", decision=decision, updated_at=now, queue_deadline=invocation.queue_deadline
+        )
         self._queue(invocation)
         return run
 
@@ -247,22 +267,29 @@ class MemoryPlatform(PlatformFacet):
 
     # invocations
     def _oldest_queued(self, env: str, agents: list[str], now: int) -> StoredInvocation | None:
-        queued = [i for i in self._invocations.values() if i.env == env and i.status == "queued"
-                  and i.agent in agents and not _overdue(i.queue_deadline, now)]
+        queued = [
+            i
+            for i in self._invocations.values()
+            if i.env == env and i.status == "queued" and i.agent in agents and not _overdue(i.queue_deadline, now)
+        ]
         return min(queued, key=lambda i: i.seq, default=None)
 
     async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
         return self._oldest_queued(env, agents, now) is not None
 
-    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+    async def claim(
+        self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int, claimer: str
+    ) -> Claimed | None:
         inv = self._oldest_queued(env, agents, now)
-        if inv is None:
+        key = self._keys.get(claimer)
+        if inv is None or key is None or key[0].revoked:
             return None
-        inv = replace(inv, status="running", token_hash=token_hash, lease_until=lease_until)
+        inv = replace(inv, status="running", token_hash=token_hash, lease_until=lease_until, claimed_by=claimer)
         self._invocations[inv.id] = inv
         self._by_token[token_hash] = inv.id
-        run = replace(self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now,
-                      queue_deadline=None)
+        run = replace(
+            self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now, queue_deadline=None
+        )
         self._runs[run.id] = run
         return Claimed(inv, run)
 
@@ -308,21 +335,29 @@ class MemoryPlatform(PlatformFacet):
         return run
 
     async def expire(self, now: int) -> int:
-        lost = [i for i in self._invocations.values() if i.status == "running" and i.lease_until < now]
-        for inv in lost:
+        return len(
+            self._lose([i for i in self._invocations.values() if i.status == "running" and i.lease_until < now], now)
+        )
+
+    def _lose(self, invocations: list[StoredInvocation], now: int) -> list[str]:
+        """Running invocations → lost and their runs → interrupted; the runs' ids."""
+        for inv in invocations:
             self._invocations[inv.id] = replace(inv, status="lost")
             run = self._runs[inv.run_id]
             if run.status == "running":
                 self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
-        return len(lost)
+        return [inv.run_id for inv in invocations]
 
     async def expire_queued(self, now: int) -> int:
         return self._expire_overdue(now, lambda run: True)
 
     def _expire_overdue(self, now: int, which: Callable[[StoredRun], bool]) -> int:
         """Queued runs chosen by ``which`` past their deadline → expired, with their queued invocations."""
-        due = {run.id for run in self._runs.values()
-               if run.status == "queued" and _overdue(run.queue_deadline, now) and which(run)}
+        due = {
+            run.id
+            for run in self._runs.values()
+            if run.status == "queued" and _overdue(run.queue_deadline, now) and which(run)
+        }
         for run_id in due:
             self._runs[run_id] = replace(self._runs[run_id], status="expired", updated_at=now)
         for inv in list(self._invocations.values()):
@@ -349,8 +384,9 @@ class MemoryPlatform(PlatformFacet):
         )
 
     async def purge_runs(self, before: int, limit: int) -> int:
-        oldest = heapq.nsmallest(limit, (run for run in self._runs.values() if _purgeable(run, before)),
-                                 key=lambda run: run.updated_at)
+        oldest = heapq.nsmallest(
+            limit, (run for run in self._runs.values() if _purgeable(run, before)), key=lambda run: run.updated_at
+        )
         gone = {run.id for run in oldest}
         for run_id in gone:
             run = self._runs.pop(run_id)
@@ -381,6 +417,8 @@ def _in_order(records: dict[Any, T], desc: bool) -> Iterator[T]:
 def _past(seq: int, after: int, desc: bool) -> bool:
     """Whether a record comes after the cursor ``after`` (0: the start) in the listing's order."""
     return not after or (seq < after if desc else seq > after)
+
+
 def _overdue(deadline: int | None, now: int) -> bool:
     """Whether a queue deadline has passed at ``now`` (None: it never does): claimable up to and at its
     very millisecond, expired from the next one, as in the SQL backends."""

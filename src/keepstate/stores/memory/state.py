@@ -17,11 +17,11 @@ from typing import Any
 
 from ...clock import now_ms
 from ...errors import NotAList, VersionConflict
-from ...values import list_size
+from ...values import MAX_VERSION, list_size
 from ..batches import Gathered
 from ..lists import appended_size, check_append, join_items, split_list
 from ..numbers import add_checked, integer_of
-from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
+from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, version_limit
 
 
 @dataclass(slots=True)
@@ -62,7 +62,7 @@ class MemoryState:
     def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
         with self.lock:
             now = now_ms()
-            slot = self._checked(ns, key, if_version, now)
+            slot = _room(self._checked(ns, key, if_version, now))
             slot.version += 1
             slot.data, slot.items, slot.size = data, None, len(data)
             slot.expires_at = None if ttl_ms is None else now + ttl_ms
@@ -79,7 +79,7 @@ class MemoryState:
     def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
-            slot = self._list(ns, key, now)
+            slot = _room(self._list(ns, key, now))
             current = slot.items if slot.items is not None else []
             size = appended_size(slot.size, len(current), [len(item) for item in items])
             check_append(size)
@@ -105,12 +105,40 @@ class MemoryState:
                 if slot_ns == ns:
                     slot.clear()
 
+    def copy(self, source: str, target: str) -> None:
+        """Make namespace ``target`` hold ``source``'s live keys — values, items, versions, expiries — and
+        nothing else, its own versions kept growing (a step of ``MemoryDatabase.fork_session``)."""
+        with self.lock:
+            now = now_ms()
+            self.drop(target)
+            for (ns, key), slot in list(self.slots.items()):
+                if ns == source and slot.live(now):
+                    old = self.slots.get((target, key))
+                    version = slot.version if old is None else max(slot.version, old.version + 1)
+                    items = None if slot.items is None else list(slot.items)
+                    self.slots[(target, key)] = _Slot(version, slot.data, items, slot.size, slot.expires_at)
+
+    def keep_first(self, ns: str, key: str, n: int) -> None:
+        """Cut a list to its first ``n`` items, stored whole (a write; its expiry kept); an absent key
+        stays absent; NotAList for another value (a step of ``MemoryDatabase.fork_session``)."""
+        with self.lock:
+            kept = self.items(ns, key, 0, n)
+            if kept is not None:
+                slot = _room(self.slots[(ns, key)])
+                slot.data, slot.items = join_items(kept.items), None
+                slot.size, slot.version = len(slot.data), slot.version + 1
+
     def records(self) -> Iterator[StateRecord]:
         with self.lock:
             now = now_ms()
             snapshot = [
-                StateRecord(ns, key, slot.version, _value_of(slot) if slot.live(now) else None,
-                            slot.expires_at if slot.live(now) else None)
+                StateRecord(
+                    ns,
+                    key,
+                    slot.version,
+                    _value_of(slot) if slot.live(now) else None,
+                    slot.expires_at if slot.live(now) else None,
+                )
                 for (ns, key), slot in sorted(self.slots.items())
             ]
         yield from snapshot
@@ -125,18 +153,19 @@ class MemoryState:
         return self._part(ns, key, lambda items: items[-n:] if n > 0 else [])
 
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
-        return self._part(ns, key, lambda items: items[start:start + limit])
+        return self._part(ns, key, lambda items: items[start : start + limit])
 
-    def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]:
+    def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
             slot = self._checked(ns, key, if_version, now)
             if not slot.live(now):
                 return 0, 0
-            slot = self._list(ns, key, now)
+            slot = _room(self._list(ns, key, now))
             items = slot.items or []
-            kept = items[len(items) - keep_last:] if keep_last < len(items) else items
+            kept = items[len(items) - keep_last :] if keep_last < len(items) else items
             slot.items, slot.size = kept, _list_size(kept)
             slot.version += 1
             slot.expires_at = _expiry(ttl_ms, slot.expires_at, now)
@@ -151,16 +180,18 @@ class MemoryState:
             slot = self._list(ns, key, now)
             if not slot.items:
                 return None
+            _room(slot)
             item = slot.items.pop()
             slot.size = _list_size(slot.items)
             slot.version += 1
             return item, slot.version, len(slot.items)
 
-    def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]:
+    def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
-            slot = self._checked(ns, key, if_version, now)
+            slot = _room(self._checked(ns, key, if_version, now))
             live = slot.live(now)
             value = add_checked(integer_of(_value_of(slot)) if live else 0, by)
             data = str(value).encode()
@@ -169,11 +200,12 @@ class MemoryState:
             slot.expires_at = _expiry(ttl_ms, slot.expires_at if live else None, now)
             return value, slot.version
 
-    def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-               ttl_ms: int | None = None) -> tuple[bytes, int]:
+    def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
         with self.lock:
             now = now_ms()
-            slot = self._checked(ns, key, if_version, now)
+            slot = _room(self._checked(ns, key, if_version, now))
             live = slot.live(now)
             data = patcher(_value_of(slot) if live else None)
             slot.version += 1
@@ -199,8 +231,9 @@ class MemoryState:
     def sweep(self, limit: int = 1000) -> int:
         with self.lock:
             now = now_ms()
-            expired = [slot for slot in self.slots.values()
-                       if slot.expires_at is not None and slot.expires_at <= now][:limit]
+            expired = [slot for slot in self.slots.values() if slot.expires_at is not None and slot.expires_at <= now][
+                :limit
+            ]
             for slot in expired:
                 slot.clear()
             return len(expired)
@@ -271,3 +304,10 @@ def _stored_items(slot: _Slot, key: str) -> list[bytes]:
 
 def _list_size(items: Sequence[bytes]) -> int:
     return list_size(map(len, items), len(items))
+
+
+def _room(slot: _Slot) -> _Slot:
+    """The slot, if one more write leaves its version within ``MAX_VERSION``; the refusal otherwise."""
+    if slot.version >= MAX_VERSION:
+        raise version_limit()
+    return slot

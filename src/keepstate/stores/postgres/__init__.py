@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import forks
 from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
 from ..ending import close_on_loop
 from ..faces import DocumentsPortal, Portal, SyncState
-from ..records import namespace
+from ..records import StoredSession, namespace
+from ..session_forks import Cuts, copies, cuts_of
 from ..sql import platform as shared_sql
 from ..sql.harness_facet import SqlHarness
 from . import db
@@ -34,11 +37,16 @@ from . import state as state_facet
 from .harness import PostgresEngine
 
 try:
+    import psycopg
     import psycopg_pool
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
 
-CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True)
+OWN_BACKUP = "use pg_dump (or a base backup with WAL archiving for point-in-time recovery)"
+"""How this store is backed up: it has no file backup (``keepstate backup``)."""
+CAPABILITIES = Capabilities(
+    shared=True, platform=True, leases=True, harness=True, documents=True, own_backup=OWN_BACKUP
+)
 TOKEN_LEASE = pg_platform_sql.pg(shared_sql.TOKEN_LEASE)
 SCHEMAS: dict[str, Sequence[str]] = {
     state_facet.COMPONENT: state_facet.STEPS,
@@ -63,6 +71,17 @@ _OPENING: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[None]] = {}
 """The pools being opened: a concurrent first call waits for the one opener instead of opening its
 own (a ``gather`` of 2,000 first calls would otherwise open 2,000 pools: "too many clients")."""
 _POOLS_LOCK = threading.Lock()
+
+
+def _forget_pools_in_child() -> None:
+    """A forked child forgets the parent's pools (never closing them: the sockets are the parent's)."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _OPENING.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 async def _acquire(url: str) -> _Pooled:
@@ -96,8 +115,7 @@ async def _acquire(url: str) -> _Pooled:
     return found
 
 
-def _opened(key: tuple[str, asyncio.AbstractEventLoop], opening: asyncio.Future[None],
-            error: Exception | None) -> None:
+def _opened(key: tuple[str, asyncio.AbstractEventLoop], opening: asyncio.Future[None], error: Exception | None) -> None:
     with _POOLS_LOCK:
         _OPENING.pop(key, None)
     if error is None:
@@ -136,6 +154,7 @@ class PostgresDatabase(Database):
         self._sync_pool: psycopg_pool.ConnectionPool | None = None
         self._state: state_facet.PostgresState | None = None
         self._lock = threading.Lock()
+        forks.forget_in_child(self, PostgresDatabase._forget)
 
     async def pool(self) -> psycopg_pool.AsyncConnectionPool:
         """This Database's async pool, in the running loop (the first call decides the loop).
@@ -202,6 +221,21 @@ class PostgresDatabase(Database):
                 await state_facet.drop(conn, namespace(env, "session", agent, session_id))
         return agents
 
+    async def fork_session(
+        self, source: StoredSession, fork: StoredSession, cuts: Cuts
+    ) -> tuple[StoredSession, bool] | None:
+        """One REPEATABLE READ transaction: every read of the source sees one snapshot, whatever commits
+        meanwhile (the source is only read, so nothing waits for its writers, nor they for the fork);
+        a refusal rolls it all back. A fork of an id being made at the same moment is tried again."""
+        await self.state()
+        pool = await self._migrated(platform_facet.COMPONENT)
+        async with db.aconnection(pool) as conn:
+            while True:
+                try:
+                    return await _fork(conn, source, fork, cuts)
+                except psycopg.errors.SerializationFailure:
+                    continue
+
     async def ping(self) -> None:
         async with db.aconnection(await self.pool()) as conn:
             await conn.execute("SELECT 1")
@@ -214,6 +248,13 @@ class PostgresDatabase(Database):
             await _release(self.url, pooled)
         self.close()
 
+    def _forget(self) -> None:
+        """In a forked child: the pools are the parent's; this Database opens its own on next use."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._pooled = self._finalizer = self._state = self._sync_pool = None
+        self._lock = threading.Lock()
+
     def close(self) -> None:
         """The sync faces' resources (the loop thread, the harness pool); an async pool goes with ``aclose``,
         in its own loop."""
@@ -222,3 +263,19 @@ class PostgresDatabase(Database):
             sync_pool, self._sync_pool = self._sync_pool, None
         if sync_pool is not None:
             sync_pool.close()
+
+
+async def _fork(
+    conn: psycopg.AsyncConnection[Any], source: StoredSession, fork: StoredSession, cuts: Cuts
+) -> tuple[StoredSession, bool] | None:
+    """``PostgresDatabase.fork_session``'s one transaction."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        forked = await platform_facet.fork_session(conn, source, fork)
+        if forked is None or not forked.created:
+            return None if forked is None else (forked.session, False)
+        for copied, target in copies(source, forked):
+            await state_facet.copy(conn, copied, target)
+        for ns, key, keep in cuts_of(forked.session, cuts):
+            await state_facet.keep_first(conn, ns, key, keep)
+    return forked.session, True

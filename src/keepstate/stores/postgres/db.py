@@ -9,6 +9,7 @@ call fails fast with ``Unavailable`` (connect timeout and pool wait both short),
 
 from __future__ import annotations
 
+import asyncio
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -16,12 +17,15 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from ...errors import NotFound, Unavailable
+from ...values import MAX_VERSION
 from ..ending import cancel_requests, raise_lost_cancel
 from ..migrations import pending_steps
+from ..records import VERSION_LIMIT, version_limit
 
 try:
     import psycopg
     import psycopg_pool
+    from psycopg_pool.pool_async import MaintenanceTask, StopWorker
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
 
@@ -48,7 +52,7 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 def pg_url(url: str) -> str:
     """Accept ``postgres://`` as well as ``postgresql://``; psycopg takes either URL as conninfo."""
     if url.startswith("postgres://"):
-        return "postgresql://" + url[len("postgres://"):]
+        return "postgresql://" + url[len("postgres://") :]
     if not url.startswith("postgresql://"):
         raise ValueError(f"not a PostgreSQL store URL: {url!r}")
     return url
@@ -58,19 +62,35 @@ def _connect_kwargs() -> dict[str, Any]:
     """Fail fast on a dead or silent server: a connect timeout, TCP keepalives, and a bound on how
     long sent data may go unacknowledged (``tcp_user_timeout``), so a hung network is an error."""
     return {
-        "autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
-        "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+        "autocommit": True,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
         "tcp_user_timeout": 15_000,
     }
 
 
 @contextmanager
 def translate_errors() -> Iterator[None]:
-    """Connection trouble becomes Unavailable; a bug (bad SQL) stays what it is."""
+    """Connection trouble becomes Unavailable, a write refused by ``version_guard`` its own error; a bug
+    (bad SQL) stays what it is."""
     try:
         yield
     except _UNAVAILABLE as error:
         raise Unavailable("postgresql: " + " ".join(str(error).split())) from error
+    except psycopg.errors.CheckViolation as error:
+        if (error.diag.constraint_name or "").endswith(VERSION_LIMIT):
+            raise version_limit() from None
+        raise
+
+
+def version_guard(table: str) -> str:
+    """A check refusing any write that would take a row of ``table`` past ``values.MAX_VERSION``
+    (``NOT VALID``: existing rows are not scanned, every new or changed one is checked); the statement
+    fails and ``translate_errors`` raises ``records.version_limit``."""
+    return f"ALTER TABLE {table} ADD CONSTRAINT {table}_{VERSION_LIMIT} CHECK (version <= {MAX_VERSION}) NOT VALID;"
 
 
 class _AsyncPool(psycopg_pool.AsyncConnectionPool):
@@ -104,6 +124,36 @@ class _AsyncPool(psycopg_pool.AsyncConnectionPool):
         self.down = True
         await super().reconnect_failed()
 
+    def run_task(self, task: MaintenanceTask) -> None:
+        """Every maintenance task but the one that stops a worker runs as a ``_CancelKept``."""
+        super().run_task(task if isinstance(task, StopWorker) else _CancelKept(self, task))
+
+
+class _CancelKept(MaintenanceTask):
+    """A pool maintenance task whose worker, cancelled while it ran, ends at its next wait.
+
+    psycopg_pool's workers catch ``CancelledError`` as a failed task (a connection attempt logs "error
+    connecting" and goes on), then wait for the next task with the cancellation spent: a loop ending
+    (``asyncio.run``, a test runner) while its pool was opening a connection cancelled that worker once
+    and waited for it forever. Cancelled again here, the worker ends at its queue as a stopped one does.
+    """
+
+    def __init__(self, pool: _AsyncPool, task: MaintenanceTask) -> None:
+        super().__init__(pool)
+        self.task = task
+
+    async def _run(self, pool: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+        before = cancel_requests()
+        try:
+            await self.task.run()
+        finally:
+            current = asyncio.current_task()
+            if current is not None and cancel_requests() > before:
+                current.cancel()
+
+    def __repr__(self) -> str:
+        return repr(self.task)
+
 
 async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncConnectionPool:
     """An opened async pool; raises Unavailable, with the server's reason, when it cannot be reached.
@@ -116,8 +166,13 @@ async def open_async_pool(url: str, max_size: int = 16) -> psycopg_pool.AsyncCon
         probe = await psycopg.AsyncConnection.connect(pg_url(url), **_connect_kwargs())
         await probe.close()
     pool = _AsyncPool(
-        pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
-        timeout=POOL_WAIT_S, reconnect_timeout=0,
+        pg_url(url),
+        min_size=1,
+        max_size=max_size,
+        kwargs=_connect_kwargs(),
+        open=False,
+        timeout=POOL_WAIT_S,
+        reconnect_timeout=0,
     )
     with translate_errors():
         await pool.open(wait=True, timeout=POOL_WAIT_S)
@@ -152,8 +207,13 @@ def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
     with translate_errors(), psycopg.Connection.connect(pg_url(url), **_connect_kwargs()):
         pass
     pool = _Pool(
-        pg_url(url), min_size=1, max_size=max_size, kwargs=_connect_kwargs(), open=False,
-        timeout=POOL_WAIT_S, reconnect_timeout=0,
+        pg_url(url),
+        min_size=1,
+        max_size=max_size,
+        kwargs=_connect_kwargs(),
+        open=False,
+        timeout=POOL_WAIT_S,
+        reconnect_timeout=0,
     )
     with translate_errors():
         pool.open(wait=True, timeout=POOL_WAIT_S)

@@ -32,6 +32,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..session_forks import Forked
 from ..sql import platform as sql
 from . import platform_sql as pg_sql
 from .db import aconnection
@@ -95,9 +96,17 @@ class PostgresPlatform(PlatformFacet):
     async def list_keys(self, env: str) -> list[StoredKey]:
         return [sql.key_from_row(row) for row in await self._all(pg(sql.LIST_KEYS), (env,))]
 
-    async def revoke_key(self, env: str, key_id: str) -> bool:
-        async with self._conn() as conn:
-            return (await conn.execute(pg(sql.REVOKE_KEY), (env, key_id))).rowcount > 0
+    async def revoke_key(self, env: str, key_id: str, now: int) -> list[str] | None:
+        """The key's row first (a claim holds it ``FOR SHARE`` until it commits), then, in a statement of
+        its own — a fresh snapshot under READ COMMITTED, which sees any claim that went before — the
+        invocations it holds."""
+        async with self._conn() as conn, conn.transaction():
+            if (await conn.execute(pg(sql.REVOKE_KEY), (env, key_id))).rowcount == 0:
+                return None
+            ended = [row[0] for row in await (await conn.execute(pg(sql.END_CLAIMS_OF), (key_id,))).fetchall()]
+            async with conn.cursor() as cursor:
+                await cursor.executemany(pg(sql.INTERRUPT_RUN), [(now, run_id) for run_id in ended])
+        return ended
 
     async def has_keys(self) -> bool:
         return await self._one(pg(sql.ANY_KEY)) is not None
@@ -118,7 +127,7 @@ class PostgresPlatform(PlatformFacet):
         """Insert, or read the one that won: ``ON CONFLICT DO NOTHING`` waits for a concurrent insert."""
         s = session
         async with self._conn() as conn:
-            params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
+            params = sql.session_params(s)
             row = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
             if row is not None:
                 return sql.session_from_row(row), True
@@ -131,7 +140,7 @@ class PostgresPlatform(PlatformFacet):
         """One transaction holding the session row, as a session delete takes it first: the agent's row
         goes in before the delete reads the agents, or the delete went first and the session is made anew."""
         s = session
-        params = (s.env, s.id, s.owner, s.user, s.metadata, s.created_at)
+        params = sql.session_params(s)
         async with self._conn() as conn, conn.transaction():
             while True:
                 inserted = await (await conn.execute(pg_sql.INSERT_SESSION, params)).fetchone()
@@ -140,6 +149,11 @@ class PostgresPlatform(PlatformFacet):
                     break
             await conn.execute(pg(sql.INSERT_SESSION_AGENT), (s.env, s.id, agent))
         return sql.session_from_row(row), inserted is not None
+
+    async def bind_user(self, env: str, user: str, owner: str) -> str:
+        row = await self._one(pg(sql.BIND_USER), (env, user, owner))
+        assert row is not None  # an upsert with RETURNING returns its row
+        return str(row[0])
 
     async def add_session_agent(self, session: StoredSession, agent: str) -> bool:
         """The session row locked first, as a session delete takes it."""
@@ -221,9 +235,15 @@ class PostgresPlatform(PlatformFacet):
     async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
         return await self._one(pg_sql.has_queued(agents), (env, *agents, now)) is not None
 
-    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+    async def claim(
+        self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int, claimer: str
+    ) -> Claimed | None:
+        """The claimer's key row is held ``FOR SHARE`` first: a revocation waits for this claim to commit
+        (and then ends it), or this claim waits for the revocation and finds the key revoked."""
         async with self._conn() as conn, conn.transaction():
-            params = (token_hash, lease_until, env, *agents, now)
+            if await (await conn.execute(pg_sql.LOCK_LIVE_KEY, (claimer,))).fetchone() is None:
+                return None
+            params = (token_hash, lease_until, claimer, env, *agents, now)
             row = await (await conn.execute(pg_sql.claim(agents), params)).fetchone()
             if row is None:
                 return None
@@ -374,3 +394,22 @@ async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> lis
     rows = await (await conn.execute(pg(sql.SESSION_AGENTS), sql.of_session(env, session_id))).fetchall()
     await conn.execute(pg(sql.DELETE_SESSION_AGENTS), (env, session_id))
     return [row[0] for row in rows]
+
+
+async def fork_session(conn: Conn, source: StoredSession, fork: StoredSession) -> Forked | None:
+    """The platform's part of a fork inside the caller's REPEATABLE READ transaction (a step of
+    ``PostgresDatabase.fork_session``): the fork's row and the source's agents recorded in it, read in
+    the snapshot its state is copied from; None when the source is gone."""
+    row = await (await conn.execute(pg(sql.GET_SESSION), (source.env, source.id))).fetchone()
+    if row is None or sql.session_from_row(row).made != source.made:
+        return None
+    inserted = await (await conn.execute(pg_sql.INSERT_SESSION, sql.session_params(fork))).fetchone()
+    if inserted is None:  # it is in this snapshot, or the insert raised a serialization failure
+        existing = await (await conn.execute(pg(sql.GET_SESSION), (fork.env, fork.id))).fetchone()
+        assert existing is not None  # a conflict with a row this snapshot cannot see raises instead
+        return Forked(sql.session_from_row(existing), False, [])
+    rows = await (await conn.execute(pg(sql.SESSION_AGENTS), sql.of_session(source.env, source.id))).fetchall()
+    agents = [row[0] for row in rows]
+    async with conn.cursor() as cursor:
+        await cursor.executemany(pg(sql.INSERT_SESSION_AGENT), [(fork.env, fork.id, agent) for agent in agents])
+    return Forked(sql.session_from_row(inserted), True, agents)

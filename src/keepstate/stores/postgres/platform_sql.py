@@ -11,7 +11,9 @@ statement (a fresh snapshot under READ COMMITTED) then decides:
   delete does the same, so the two serialise. A partial unique index on active runs would not do:
   a held run's resume must be queued even while a newer turn is active.
 - a claim picks the oldest queued invocation ``FOR UPDATE SKIP LOCKED``, so concurrent claimers
-  take different invocations instead of queueing behind one row and coming back empty;
+  take different invocations instead of queueing behind one row and coming back empty; it first holds
+  its key's row ``FOR SHARE`` (``LOCK_LIVE_KEY``), which a revocation's update waits for, so the
+  revocation's next statement sees the claim and ends it — or the claim, waiting, finds the key revoked;
 - a cancel locks the run's queued invocations before the run, the order a claim takes them, so
   the two never deadlock;
 - lease expiry is one statement (invocations lost, their runs interrupted) that skips rows another
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
+from ..dump import order_by
 from ..records import DEFAULT_QUEUE_TIMEOUT_MS
 from ..sql import platform as sql
 
@@ -73,6 +76,14 @@ STEPS = (
     """,
     # 3: the agents that keep state in a session without a run of it (an embedded store registered them)
     sql.SESSION_AGENTS_TABLE,
+    # 4: the key that claimed each invocation: revoking it ends the invocations it holds
+    sql.SQLITE_SCHEMA[3],
+    # 5: each end user's member key, the one that named it first
+    sql.END_USERS_TABLE,
+    # 6: runs by status, newest first (held runs waiting for a person)
+    sql.RUN_STATUS_INDEXES,
+    # 7: the session a fork was made from
+    sql.SESSION_PARENT,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"
@@ -85,12 +96,14 @@ def pg(statement: str) -> str:
 
 
 LOCK_SESSION = pg(sql.GET_SESSION) + " FOR UPDATE"
+LOCK_LIVE_KEY = "SELECT 1 FROM ks_keys WHERE id = %s AND revoked = 0 FOR SHARE"
 LOCK_QUEUED_INVOCATIONS = "SELECT 1 FROM ks_invocations WHERE run_id = %s AND status = 'queued' FOR UPDATE"
 LOCK_CANCEL_REQUESTED = pg(sql.RUN_CANCEL_REQUESTED) + " FOR UPDATE"
 INSERT_SESSION = pg(sql.INSERT_SESSION) + f" RETURNING {sql.SESSION_COLUMNS}"
 INSERT_RUN = pg(sql.INSERT_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 INSERT_SESSION_RUN = pg(sql.INSERT_SESSION_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
 FINISH_RUN = {kind: pg(text) + f" RETURNING {sql.RUN_COLUMNS}" for kind, text in sql.FINISH_RUN.items()}
+
 
 def _sweep(invocations: tuple[str, str], due: str, runs: tuple[str, str]) -> str:
     """One sweep statement: invocations in ``invocations[0]`` whose ``due`` column is before ``now``
@@ -130,9 +143,13 @@ NUMBERED = ("ks_sessions", "ks_runs", "ks_invocations")
 """Tables whose ``seq`` is an identity column: an import keeps exported numbers, then moves it past them."""
 
 
+BYTE_ORDER = ' COLLATE "C"'
+"""Text compared byte by byte, as SQLite does, whatever the database's own collation."""
+
+
 def dump(table: str) -> str:
     """Every row of a table ``dump.check_table`` accepted (never a name from input unchecked)."""
-    return f"SELECT * FROM {table} ORDER BY 1"
+    return f"SELECT * FROM {table} ORDER BY {order_by(table, BYTE_ORDER)}"
 
 
 def load(table: str, columns: Sequence[str]) -> str:
@@ -152,7 +169,7 @@ def renumber(table: str) -> str:
 @cache
 def _claim(count: int) -> str:
     return (
-        "UPDATE ks_invocations SET status = 'running', token_hash = %s, lease_until = %s WHERE seq = ("
+        "UPDATE ks_invocations SET status = 'running', token_hash = %s, lease_until = %s, claimed_by = %s WHERE seq = ("
         f"SELECT seq FROM ks_invocations WHERE {pg(sql.queued_filter(['?'] * count))} "
         f"ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AND status = 'queued' RETURNING {sql.INVOCATION_COLUMNS}"
     )

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..base import StateFacet
 from ..batches import Gathered
+from ..lists import join_items
 from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
 from . import state_ops
 from . import state_sql as sql
@@ -44,7 +45,7 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
 
-__all__ = ["COMPONENT", "SEGMENT_BYTES", "STEPS", "PostgresState", "drop"]
+__all__ = ["COMPONENT", "SEGMENT_BYTES", "STEPS", "PostgresState", "copy", "drop", "keep_first"]
 
 COMPONENT = "state"
 EXPORT_PAGE = 500
@@ -79,8 +80,9 @@ class PostgresState(StateFacet):
         scalar_value, version, kind, data, payload, expires_at = row
         return scalar_value, None if kind is None else Entry(_entry(kind, data, payload), version, expires_at)
 
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
-                  ttl_ms: int | None = None) -> int:
+    async def put(
+        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> int:
         async with aconnection(self.pool) as conn:
             return await state_ops.put(conn, ns, key, data, if_version, ttl_ms)
 
@@ -111,16 +113,23 @@ class PostgresState(StateFacet):
                 rows = await cursor.fetchall()
             for ns, key, version, kind, data, payload, expires_at in rows:
                 dead = kind == "d"
-                yield StateRecord(ns, key, version, None if dead else _entry(kind, data, payload),
-                                  None if dead else expires_at)
+                yield StateRecord(
+                    ns, key, version, None if dead else _entry(kind, data, payload), None if dead else expires_at
+                )
             if len(rows) < EXPORT_PAGE:
                 return
             after = (rows[-1][0], rows[-1][1])
 
     async def restore(self, record: StateRecord) -> None:
         live = record.data is not None
-        params = {"ns": record.ns, "key": record.key, "version": record.version, "kind": "v" if live else "d",
-                  "data": record.data, "expires_at": record.expires_at if live else None}
+        params = {
+            "ns": record.ns,
+            "key": record.key,
+            "version": record.version,
+            "kind": "v" if live else "d",
+            "data": record.data,
+            "expires_at": record.expires_at if live else None,
+        }
         async with aconnection(self.pool) as conn, conn.transaction():
             await state_ops.lock(conn, record.ns, record.key, create=True)
             await conn.execute(sql.RESTORE, params)
@@ -136,8 +145,9 @@ class PostgresState(StateFacet):
             rows = await (await conn.execute(sql.ITEMS, params, binary=True)).fetchall()
         return page(rows, key, None, start, limit)
 
-    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         async with aconnection(self.pool) as conn:
             return await state_ops.trim(conn, ns, key, keep_last, if_version, ttl_ms)
 
@@ -145,13 +155,15 @@ class PostgresState(StateFacet):
         async with aconnection(self.pool) as conn:
             return await state_ops.pop(conn, ns, key, if_version)
 
-    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         async with aconnection(self.pool) as conn:
             return await state_ops.incr(conn, ns, key, by, if_version, ttl_ms)
 
-    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-                     ttl_ms: int | None = None) -> tuple[bytes, int]:
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
         async with aconnection(self.pool) as conn:
             return await state_ops.update(conn, ns, key, patcher, if_version, ttl_ms)
 
@@ -180,3 +192,23 @@ async def drop(conn: psycopg.AsyncConnection[Any], ns: str) -> None:
     """Tombstone every live key of ``ns``, locking their headers in key order (as a batch does) so that
     concurrent appends are fenced off; also a step of ``PostgresDatabase.delete_session``."""
     await conn.execute(sql.DROP, {"ns": ns})
+
+
+async def copy(conn: psycopg.AsyncConnection[Any], source: str, target: str) -> None:
+    """Make namespace ``target`` hold ``source``'s live keys — values, lists, versions, expiries — and
+    nothing else: a step of ``PostgresDatabase.fork_session``, whose one snapshot (REPEATABLE READ) the
+    three statements read."""
+    names = {"source": source, "target": target}
+    await drop(conn, target)
+    await conn.execute(sql.COPY, names)
+    await conn.execute(sql.COPY_SEGMENTS, names)
+
+
+async def keep_first(conn: psycopg.AsyncConnection[Any], ns: str, key: str, n: int) -> None:
+    """Cut a list of a fork to its first ``n`` items, stored whole until its next append splits it (a
+    write; its expiry kept); an absent key stays absent; NotAList for another value."""
+    params = {"ns": ns, "key": key, "start": 0, "limit": n}
+    kept = page(await (await conn.execute(sql.ITEMS, params, binary=True)).fetchall(), key, None, 0, n)
+    if kept is not None:
+        written = {"ns": ns, "key": key, "data": join_items(kept.items), "ttl": None, "keep": True}
+        await conn.execute(sql.WRITE_VALUE, written)

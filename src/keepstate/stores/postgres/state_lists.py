@@ -41,9 +41,16 @@ class Chunks:
     last_weight: int
 
     def params(self) -> dict[str, Any]:
-        return {"payloads": self.payloads, "counts": self.counts, "offsets": self.offsets, "lens": self.lens,
-                "chunks": len(self.payloads), "count": len(self.lens), "last_weight": self.last_weight,
-                "last_offset": self.offsets[-1] if self.offsets else 0}
+        return {
+            "payloads": self.payloads,
+            "counts": self.counts,
+            "offsets": self.offsets,
+            "lens": self.lens,
+            "chunks": len(self.payloads),
+            "count": len(self.lens),
+            "last_weight": self.last_weight,
+            "last_offset": self.offsets[-1] if self.offsets else 0,
+        }
 
 
 def chunk(items: Sequence[bytes]) -> Chunks:
@@ -63,8 +70,13 @@ def chunk(items: Sequence[bytes]) -> Chunks:
         offsets.append(seen)
         seen += len(group)
     last = weight([len(item) for item in groups[-1]]) if groups else 0
-    return Chunks([b",".join(group) for group in groups], [len(group) for group in groups], offsets,
-                  [len(item) for item in items], last)
+    return Chunks(
+        [b",".join(group) for group in groups],
+        [len(group) for group in groups],
+        offsets,
+        [len(item) for item in items],
+        last,
+    )
 
 
 def parts(items: bytes, lens: Sequence[int] | None) -> list[bytes]:
@@ -73,7 +85,7 @@ def parts(items: bytes, lens: Sequence[int] | None) -> list[bytes]:
         return split_list(b"[" + items + b"]")
     found, at = [], 0
     for size in lens:
-        found.append(items[at:at + size])
+        found.append(items[at : at + size])
         at += size + 1
     return found
 
@@ -85,8 +97,9 @@ def window(length: int, tail: int | None, start: int, limit: int) -> tuple[int, 
     return start, start + limit
 
 
-def page(rows: Iterable[tuple[Any, ...]], key: str, tail: int | None, start: int = 0, limit: int = 0
-         ) -> ListPage | None:
+def page(
+    rows: Iterable[tuple[Any, ...]], key: str, tail: int | None, start: int = 0, limit: int = 0
+) -> ListPage | None:
     """The ``ListPage`` of a ``state_sql.TAIL``/``ITEMS`` answer (None: no row, the key is absent)."""
     rows = list(rows)
     if not rows:
@@ -103,5 +116,5 @@ def page(rows: Iterable[tuple[Any, ...]], key: str, tail: int | None, start: int
     for *_, pos, items, lens in rows:
         if pos is not None:
             offset = first + int(base) - int(pos)
-            picked += parts(bytes(items), lens)[max(offset, 0):max(offset + end - first, 0)]
+            picked += parts(bytes(items), lens)[max(offset, 0) : max(offset + end - first, 0)]
     return ListPage(picked, int(version), int(length))

@@ -153,8 +153,14 @@ async def delete(conn: Conn, ns: str, key: str, if_version: int | None) -> bool:
 
 async def append(conn: Conn, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None) -> tuple[int, int]:
     size = list_size(map(len, items), len(items))
-    params = {"ns": ns, "key": key, "size": size, "seg_bytes": sql.SEGMENT_BYTES, "ttl": ttl_ms,
-              **chunk(items).params()}
+    params = {
+        "ns": ns,
+        "key": key,
+        "size": size,
+        "seg_bytes": sql.SEGMENT_BYTES,
+        "ttl": ttl_ms,
+        **chunk(items).params(),
+    }
     if items and size <= MAX_VALUE_BYTES:
         row = await one(conn, sql.APPEND, params)
         if row is not None:
@@ -167,8 +173,9 @@ async def append(conn: Conn, ns: str, key: str, items: Sequence[bytes], ttl_ms: 
     return int(row[0]), int(row[1])
 
 
-async def trim(conn: Conn, ns: str, key: str, keep_last: int, if_version: int | None,
-               ttl_ms: int | None) -> tuple[int, int]:
+async def trim(
+    conn: Conn, ns: str, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None
+) -> tuple[int, int]:
     params = {"ns": ns, "key": key, "keep": keep_last, "if_version": if_version, "ttl": ttl_ms}
     row = await one(conn, sql.TRIM, params)
     if row is not None:
@@ -211,8 +218,7 @@ def _integer(header: Header) -> int:
     return integer_of(header.data if header.data is not None else b"")  # a list: no integer either
 
 
-async def incr(conn: Conn, ns: str, key: str, by: int, if_version: int | None,
-               ttl_ms: int | None) -> tuple[int, int]:
+async def incr(conn: Conn, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> tuple[int, int]:
     params = {"ns": ns, "key": key, "by": by, "first": str(by).encode(), "if_version": if_version, "ttl": ttl_ms}
     query = sql.INCR_ANY if if_version is None else sql.INCR_IF_ABSENT if if_version == 0 else sql.INCR_IF_VERSION
     row = await one(conn, query, params)
@@ -225,8 +231,9 @@ async def incr(conn: Conn, ns: str, key: str, by: int, if_version: int | None,
         return value, await _write(conn, ns, key, str(value).encode(), ttl_ms, keep=True)
 
 
-async def update(conn: Conn, ns: str, key: str, patcher: Patcher, if_version: int | None,
-                 ttl_ms: int | None) -> tuple[bytes, int]:
+async def update(
+    conn: Conn, ns: str, key: str, patcher: Patcher, if_version: int | None, ttl_ms: int | None
+) -> tuple[bytes, int]:
     async with _step(conn):
         header = await lock(conn, ns, key, create=True)
         _check(if_version, header)

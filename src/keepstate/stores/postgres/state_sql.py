@@ -17,6 +17,7 @@ takes the locked path (``state_ops``), which decides with the header locked.
 from __future__ import annotations
 
 from ...values import MAX_VALUE_BYTES
+from .db import version_guard
 
 SEGMENT_BYTES = 1800
 """A segment's weight (its items' bytes + 4 per item for ``lens``) stays under this while appended into,
@@ -66,6 +67,8 @@ STEPS = (
     ALTER TABLE state_segments ALTER COLUMN pos SET NOT NULL, DROP COLUMN seg, ADD PRIMARY KEY (ns, key, pos);
     ALTER TABLE state_keys DROP COLUMN segs;
     """,
+    # v3: no write takes a version past the highest one (``records.version_limit``)
+    version_guard("state_keys"),
 )
 
 # ---------------------------------------------------------------- fragments
@@ -177,8 +180,7 @@ SELECT version, length FROM h"""
 # incr: the stored integer (0 when absent; NULL, failing the guard, for anything else) plus ``by``, in
 # numeric so that leaving signed 64-bit fails the guard instead of raising.
 _DEAD = f"(k.kind = 'd' OR (k.kind = 'v' AND {EXPIRED}))"
-_INTEGER = ("(k.kind = 'v' AND octet_length(k.data) <= 20"
-            " AND convert_from(k.data, 'UTF8') ~ '^-?(0|[1-9][0-9]*)$')")
+_INTEGER = "(k.kind = 'v' AND octet_length(k.data) <= 20 AND convert_from(k.data, 'UTF8') ~ '^-?(0|[1-9][0-9]*)$')"
 _SUM = f"(CASE WHEN {_DEAD} THEN 0 WHEN {_INTEGER} THEN convert_from(k.data, 'UTF8')::numeric END + %(by)s::numeric)"
 _IN_RANGE = f"{_SUM} BETWEEN {-(2**63)} AND {2**63 - 1}"
 _INCR_SET = f"""version = k.version + 1, kind = 'v', data = convert_to({_SUM}::text, 'UTF8'),
@@ -303,6 +305,18 @@ DROP = f"""WITH locked AS (
     DELETE FROM state_segments s USING h WHERE s.ns = %(ns)s AND s.key = h.key
 )
 SELECT count(*) FROM h"""
+
+COPY = f"""INSERT INTO state_keys AS k (ns, key, version, kind, data, size, length, base, tail, tail_pos, expires_at)
+    SELECT %(target)s, s.key, s.version, s.kind, s.data, s.size, s.length, s.base, s.tail, s.tail_pos, s.expires_at
+    FROM state_keys s WHERE s.ns = %(source)s AND s.kind <> 'd' AND (s.expires_at IS NULL OR s.expires_at > {NOW})
+    ON CONFLICT (ns, key) DO UPDATE SET version = greatest(excluded.version, k.version + 1), kind = excluded.kind,
+        data = excluded.data, size = excluded.size, length = excluded.length, base = excluded.base,
+        tail = excluded.tail, tail_pos = excluded.tail_pos, expires_at = excluded.expires_at"""
+"""A namespace's live headers into another (emptied first), each version kept above the target row's own."""
+COPY_SEGMENTS = """INSERT INTO state_segments (ns, key, pos, items, count, lens)
+    SELECT k.ns, s.key, s.pos, s.items, s.count, s.lens FROM state_segments s
+    JOIN state_keys k ON k.ns = %(target)s AND k.key = s.key AND k.kind = 'l' WHERE s.ns = %(source)s"""
+"""The segments of the lists ``COPY`` just wrote (the target was emptied first, so it holds no others)."""
 
 SWEEP = f"""WITH due AS (
     SELECT ns, key FROM state_keys WHERE expires_at IS NOT NULL AND expires_at <= (SELECT {NOW})

@@ -3,7 +3,8 @@
 Per session (keys share the hash tag ``{id}``, so a cluster keeps them in one slot):
 ``...:lease`` holds the current token with a PX expiry (Redis's own clock), ``...:fence`` a counter
 INCR'd on every grant and never expired (so tokens only grow), ``...:data`` a hash of the state
-bytes, its expiry and whether expiry is suspended (``PEXPIREAT`` only when it is not).
+bytes, its expiry, whether expiry is suspended (``PEXPIREAT`` only when it is not) and its version.
+Redis deletes an expired blob itself, so a purge has nothing to do here.
 
 Grant, renew and release compare the token inside a script; every fenced write is a script that
 compares the caller's token with ``...:fence`` and writes in the same atomic step. A naive
@@ -13,14 +14,12 @@ failover can lose a recent lease or fence increment (see docs/session-store.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import Any
 
 from ..base import LeaseFacet
-from ..records import Blob
-from .db import translate_errors
-
-if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+from ..records import Blob, BlobRecord
+from .db import Client, Script, translate_errors
 
 LUA_ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
@@ -41,39 +40,53 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
 _FENCE = "if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end\n"
-LUA_WRITE = _FENCE + """
+_REPLACE = """
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'd', ARGV[2], 'e', ARGV[3], 'p', ARGV[4])
+redis.call('HSET', KEYS[1], 'd', ARGV[2], 'e', ARGV[3], 'p', ARGV[4], 'v', v)
 if ARGV[3] ~= '' and ARGV[4] ~= '1' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
-return 1
+return v
 """
-LUA_REMOVE = _FENCE + """
+LUA_WRITE = _FENCE + "local v = (tonumber(redis.call('HGET', KEYS[1], 'v')) or 0) + 1\n" + _REPLACE
+LUA_RESTORE = "local v = ARGV[5]\n" + _REPLACE
+LUA_REMOVE = (
+    _FENCE
+    + """
 redis.call('DEL', KEYS[1])
 return 1
 """
-LUA_TOUCH = _FENCE + """
+)
+LUA_TOUCH = (
+    _FENCE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSET', KEYS[1], 'e', ARGV[2])
   if redis.call('HGET', KEYS[1], 'p') ~= '1' then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
 end
 return 1
 """
+)
 _SPACES = {"sessions": "sess", "tokens": "sesstok"}
 
 
 class RedisLeases(LeaseFacet):
     poll_first = 0.005
     poll_max = 0.2
+    expires_itself = True
 
-    def __init__(self, client: aioredis.Redis, prefix: str, space: str = "sessions") -> None:
+    def __init__(self, client: Client, prefix: str, space: str = "sessions") -> None:
         self._client = client
         self._base = prefix + _SPACES[space] + ":"
         self._lease_base = prefix + "sess:"
         self._scripts = {
-            name: self._client.register_script(lua)
+            name: Script(client, lua)
             for name, lua in (
-                ("acquire", LUA_ACQUIRE), ("renew", LUA_RENEW), ("release", LUA_RELEASE),
-                ("write", LUA_WRITE), ("remove", LUA_REMOVE), ("touch", LUA_TOUCH),
+                ("acquire", LUA_ACQUIRE),
+                ("renew", LUA_RENEW),
+                ("release", LUA_RELEASE),
+                ("write", LUA_WRITE),
+                ("remove", LUA_REMOVE),
+                ("touch", LUA_TOUCH),
+                ("restore", LUA_RESTORE),
             )
         }
 
@@ -95,22 +108,37 @@ class RedisLeases(LeaseFacet):
 
     async def read(self, id: str) -> Blob | None:
         with translate_errors():
-            data, expires, pinned = await self._client.hmget(self._data_keys(id)[0], ["d", "e", "p"])
-        if data is None:
-            return None
-        raw = data if isinstance(data, bytes) else data.encode("utf-8")
-        return Blob(raw, int(expires) if expires else None, pinned == b"1")
+            fields = await self._client.hmget(self._data_keys(id)[0], ["d", "e", "p", "v"])
+        return _blob(fields)
 
-    async def write(self, id: str, stored: Blob, token: int | None) -> bool:
-        expires = "" if stored.expires_at is None else stored.expires_at
-        args = [_token(token), stored.data, expires, "1" if stored.pinned else "0"]
-        return await self._ok("write", self._data_keys(id), args)
+    async def write(self, id: str, stored: Blob, token: int | None) -> int | None:
+        version = await self._run("write", self._data_keys(id), [_token(token), *_fields(stored)])
+        return int(version) or None
 
     async def remove(self, id: str, token: int | None) -> bool:
         return await self._ok("remove", self._data_keys(id), [_token(token)])
 
     async def touch(self, id: str, expires_at: int, token: int | None) -> bool:
         return await self._ok("touch", self._data_keys(id), [_token(token), expires_at])
+
+    async def records(self) -> AsyncIterator[BlobRecord]:
+        """Every blob's id from a SCAN (sorted), then each blob as it is when read."""
+        pattern, tail = _glob_escape(self._base) + "{*}:data", len("}:data")
+        with translate_errors():
+            keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
+        for id in sorted(_text(key)[len(self._base) + 1 : -tail] for key in keys):
+            found = await self.read(id)
+            if found is not None:
+                yield BlobRecord(id, found)
+
+    async def restore(self, record: BlobRecord) -> None:
+        await self._run("restore", self._data_keys(record.id), ["", *_fields(record.blob), record.blob.version])
+
+    async def purge(self, before: int, limit: int) -> int:
+        return 0  # Redis deletes an expired blob (PEXPIREAT) itself
+
+    async def count_purgeable(self, before: int) -> int:
+        return 0
 
     async def _ok(self, name: str, keys: list[str], args: list[Any]) -> bool:
         return bool(await self._run(name, keys, args) == 1)
@@ -122,3 +150,24 @@ class RedisLeases(LeaseFacet):
 
 def _token(token: int | None) -> str:
     return "" if token is None else str(token)
+
+
+def _fields(blob: Blob) -> list[Any]:
+    expires = "" if blob.expires_at is None else blob.expires_at
+    return [blob.data, expires, "1" if blob.pinned else "0"]
+
+
+def _blob(fields: list[Any]) -> Blob | None:
+    data, expires, pinned, version = fields
+    if data is None:
+        return None
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
+    return Blob(raw, int(expires) if expires else None, pinned in (b"1", "1"), int(version or 1))
+
+
+def _text(key: bytes | str) -> str:
+    return key.decode("utf-8") if isinstance(key, bytes) else key
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

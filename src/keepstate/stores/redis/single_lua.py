@@ -15,34 +15,44 @@ sends to the engine. So the engine stays the one place for every unusual layout,
 ``tests/test_backend_redis.py`` checks from every starting layout that both paths answer and write
 the same.
 
-KEYS: header, index, expiry set (then items, offsets for append). ARGV: key, if_version (``''``:
-none), ttl ms (``''``: none), then the write's arguments. Answers: the new version (put),
-``{total, version}`` (incr), ``{version, length}`` (append), ``{'conflict', current}``,
-``{'error', code, detail}`` or ``{'engine'}``.
+KEYS: header, index, then the expiry set (put, incr), or items, offsets and — only when the append
+sets a ttl — the expiry set (append: a kept expiry leaves the set as it is, so an append without a
+ttl names one key less). ARGV: key, the guard (``''``, or ``'IF_VERSION TTL_MS'`` with either part
+empty), then the write's arguments: every argument is one more to encode and send on each call.
+Answers: the new version (put), ``{total, version}`` (incr), ``{version, length}`` (append),
+``{'conflict', current}``, ``{'error', code, detail}`` or ``{'engine'}``.
 """
 
 from __future__ import annotations
 
-from ...values import MAX_VALUE_BYTES
+from ...values import MAX_VALUE_BYTES, MAX_VERSION
 from .state_lua import _CLOCK, ADD
 
-_HEAD = _CLOCK + """
+_HEAD = (
+    _CLOCK
+    + f"\nlocal MAX_VERSION = {MAX_VERSION}\n"
+    + """
 -- The key as the engine's load() sees it: live only if a value or list not expired by Redis's clock.
-local h, index, expiry, key, iv, ttl = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3]
+local h, index, expiry, key, iv, ttl = KEYS[1], KEYS[2], KEYS[EXPIRY], ARGV[1], '', ''
+if ARGV[2] ~= '' then iv, ttl = string.match(ARGV[2], '^(%d*) (%d*)$') end
 local f = redis.call('HMGET', h, 'v', 'k', 'e'FIELDS)
 local v, was, e = tonumber(f[1]) or 0, f[2], tonumber(f[3])
 local indexed = was == 'v' or was == 'l'
 local live = indexed and (e == nil or e > now())
 if not live then e = nil end
 if iv ~= '' and tonumber(iv) ~= (live and v or 0) then return {'conflict', live and v or 0} end
+if v >= MAX_VERSION then return {'error', 'version_limit'} end
 v = v + 1
 
 -- Write the hash (the next version, the expiry: a ttl from now, else keep's; then the fields given),
--- the key's place in the expiry set and the index. Numbers go to Redis as integers (%.17g).
+-- the key's place in the expiry set (only when it changes) and the index. Numbers go to Redis as
+-- integers (%.17g).
 local function write(keep, ...)
   local until_ = keep
   if ttl ~= '' then until_ = now() + tonumber(ttl) end
-  if until_ then
+  if until_ == tonumber(f[3]) and until_ then
+    redis.call('HSET', h, 'v', v, ...)
+  elseif until_ then
     redis.call('HSET', h, 'v', v, 'e', until_, ...)
     redis.call('ZADD', expiry, until_, h)
   else
@@ -55,21 +65,28 @@ local function write(keep, ...)
   if not indexed then redis.call('ZADD', index, 0, key) end
 end
 """
+)
 
 
-def _script(fields: str, body: str, *pieces: str) -> str:
-    """``pieces`` (helpers), the head reading ``fields`` beyond version, kind and expiry, ``body``."""
-    return "".join(pieces) + _HEAD.replace("FIELDS", fields) + body
+def _script(fields: str, body: str, *pieces: str, expiry: int = 3) -> str:
+    """``pieces`` (helpers), the head reading ``fields`` beyond version, kind and expiry and finding the
+    expiry set at ``KEYS[expiry]``, ``body``."""
+    return "".join(pieces) + _HEAD.replace("FIELDS", fields).replace("EXPIRY", str(expiry)) + body
 
 
-PUT = _script("", """
+PUT = _script(
+    "",
+    """
 if was == 'l' then return {'engine'} end
-write(nil, 'k', 'v', 'd', ARGV[4])
+write(nil, 'k', 'v', 'd', ARGV[3])
 return v
-""")
-"""ARGV[4]: the value. A put over a list (live or expired: its items must go) is the engine's."""
+""",
+)
+"""ARGV[3]: the value. A put over a list (live or expired: its items must go) is the engine's."""
 
-INCR = _script(", 'd'", """
+INCR = _script(
+    ", 'd'",
+    """
 if was == 'l' then
   if live then return {'error', 'not_an_integer'} end
   return {'engine'}
@@ -77,37 +94,45 @@ end
 local from = '0'
 if live then from = f[4] end
 if not integer(from) then return {'error', 'not_an_integer'} end
-local total = add(from, ARGV[4])
+local total = add(from, ARGV[3])
 if not total then return {'error', 'overflow', from} end
 write(e, 'k', 'v', 'd', total)
 return {total, v}
-""", ADD)
-"""ARGV[4]: the step, a decimal integer. An expired list (its items must go) is the engine's."""
+""",
+    ADD,
+)
+"""ARGV[3]: the step, a decimal integer. An expired list (its items must go) is the engine's."""
 
-APPEND = _script(", 's', 'n', 'b'", """
-local count = #ARGV - 3
+APPEND = _script(
+    ", 's', 'n', 'b'",
+    """
+local count = #ARGV - 2
 if count > CHUNK or (indexed and not (live and was == 'l' and f[6])) then return {'engine'} end
 local n, s, b = 0, 2, 0
 if live then n, s, b = tonumber(f[5]), tonumber(f[4]), tonumber(f[6]) end
 local at, ends, bytes = b, {}, 0
 if n > 0 then at = s + b - 1 end
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   local length = #ARGV[i]
   bytes, at = bytes + length, at + length + 1
-  ends[i - 3] = at
+  ends[i - 2] = at
 end
 if count > 0 then
   local size = bytes + count + 1
   if n > 0 then size = bytes + count + s end
   if size > MAX then return {'error', 'too_large', size} end
-  redis.call('RPUSH', KEYS[4], unpack(ARGV, 4))
-  redis.call('RPUSH', KEYS[5], unpack(ends))
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, 3))
+  redis.call('RPUSH', KEYS[4], unpack(ends))
   n, s = n + count, at - b + 1
 end
-write(e, 'k', 'l', 's', s, 'n', n, 'b', b)
+if live then write(e, 's', s, 'n', n) else write(e, 'k', 'l', 's', s, 'n', n, 'b', b) end
 return {v, n}
-""", f"local MAX, CHUNK = {MAX_VALUE_BYTES}, 1000\n")
-"""KEYS[4], KEYS[5]: items, offsets. ARGV[4...]: the items (at most 1000: more is the engine's, which
-pushes them in chunks). Only to nothing (absent, a tombstone) or to a live list with offsets; the
-engine takes the rest (a stored value to split or refuse, a list without offsets, an expired key
-still holding its items or value)."""
+""",
+    f"local MAX, CHUNK = {MAX_VALUE_BYTES}, 1000\n",
+    expiry=5,
+)
+"""KEYS[3], KEYS[4]: items, offsets (KEYS[5], the expiry set, only with a ttl). ARGV[3...]: the items
+(at most 1000: more is the engine's, which pushes them in chunks). Only to nothing (absent, a
+tombstone) or to a live list with offsets, whose kind and base stay; the engine takes the rest (a
+stored value to split or refuse, a list without offsets, an expired key still holding its items or
+value)."""

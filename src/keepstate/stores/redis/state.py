@@ -13,15 +13,18 @@ Layout, every name starting with the URL's prefix ``P``; a key's names carry the
 - ``P{ns}:keys`` — a sorted set of the keys that are not tombstones, all at score 0, so ``keys()``
   pages them in byte order with ZRANGEBYLEX (skipping expired ones not yet swept);
 - ``Pexpiry`` — one sorted set of every key with an expiry (member: its hash's name, score: when it
-  expires), so ``sweep`` finds expired keys without a scan.
+  expires), so ``sweep`` finds expired keys without a scan. On a Redis Cluster, one such set per hash
+  slot instead, ``P{TAG}:expiry`` with the slot's own tag (``slots.slot_tag``), so that it shares the
+  slot of the keys it lists.
 
 Every write (a single call or a batch of up to 100) is one run of the engine script
 (``state_lua.WRITE``), which checks every op before it writes anything — except a lone ``put``,
 ``append`` or ``incr`` on a key in the usual layout, which runs a short script of its own
 (``single_lua``: same answers, same layout, half the Redis time) that hands any other key to the
-engine. A batch spans namespaces and every write may touch the one expiry set, so this facet needs
-**one Redis server** (a primary with replicas, not Redis Cluster, whose scripts may not cross hash
-slots: docs/deploy.md).
+engine. On one Redis a batch spans namespaces freely. A cluster runs a script only when its keys
+share a hash slot: one scope's keys always do, so every single call is one atomic script there too,
+and a batch whose scopes fall in several slots is refused before anything is sent
+(``Names.check_batch``; the store declares no ``cross_scope_batches``).
 
 A value stored by ``put`` that is a JSON list stays one string (its GET is one HMGET) and becomes a
 Redis list on its first append, trim or pop: Python splits it and a script swaps it in only if the
@@ -32,23 +35,27 @@ Lists written before offsets existed get them on their first append or trim, ins
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import KeepstateError, NotAList, NotAnInteger, VersionConflict
+from ...clock import now_ms
+from ...errors import InvalidRequest, KeepstateError, NotAList, NotAnInteger, VersionConflict
 from ..base import StateFacet
 from ..lists import check_append, split_list
 from ..numbers import add_checked
-from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end
+from ..records import VERSION_LIMIT, BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end, version_limit
 from . import single_lua
 from . import state_lua as lua
-from .db import Script, translate_errors
+from .db import Client, Script, translate_errors
+from .slots import SLOTS, slot_of, slot_tag
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from collections.abc import Iterable
 
 DROP_BATCH = 500
 EXPORT_BATCH = 500
+SWEEP_SETS = 1024
+"""Expiry sets a sweep reads in one pipeline (a cluster has one per slot)."""
 ROUNDS = 1000
 """Runs of the engine one call may take: one more per patch of a batch, and a retry whenever another
 writer changed a patched key or a stored list had to be split first."""
@@ -61,12 +68,46 @@ VALUE_OPS = ("incr", "patch")
 
 # ---------------------------------------------------------------- key naming (pure)
 
-class Names:
-    """Redis key names for one store prefix."""
 
-    def __init__(self, prefix: str) -> None:
+class Names:
+    """Redis key names for one store prefix; on a Redis Cluster (``cluster``: the store's URL, for
+    messages) the keys with an expiry are listed in one set per hash slot."""
+
+    def __init__(self, prefix: str, cluster: str | None = None) -> None:
         self.prefix = prefix
         self.expiry = prefix + "expiry"
+        self.cluster = cluster
+
+    def expiry_of(self, ns: str) -> str:
+        """The expiry set that lists the keys of ``ns`` (in their slot, on a cluster)."""
+        return self.expiry if self.cluster is None else self._slot_expiry(self.slot(ns))
+
+    def expiry_sets(self) -> list[str]:
+        """Every expiry set there may be: one, or one per slot on a cluster."""
+        return [self.expiry] if self.cluster is None else [self._slot_expiry(slot) for slot in range(SLOTS)]
+
+    def _slot_expiry(self, slot: int) -> str:
+        return f"{self.prefix}{{{slot_tag(slot)}}}:expiry"
+
+    def slot(self, ns: str) -> int:
+        """The cluster hash slot of every key of ``ns``."""
+        return slot_of(self.index(ns))
+
+    def check_batch(self, ops: Sequence[BatchOp]) -> None:
+        """On a cluster, refuse a batch whose scopes are not all in one hash slot, before anything is sent:
+        no script may span slots there, and two scripts would not be one atomic write."""
+        if self.cluster is None or not ops:
+            return
+        first = self.slot(ops[0].ns)
+        for index, op in enumerate(ops):
+            if self.slot(op.ns) != first:
+                raise InvalidRequest(
+                    f"the store {self.cluster} is a Redis Cluster, where a batch is atomic only within one hash "
+                    f"slot: {ops[0].ns!r} (slot {first}) and {op.ns!r} (slot {self.slot(op.ns)}) are in two; "
+                    "write each scope in a batch of its own, or keep cross-scope batches on redis://, "
+                    "postgresql:// or sqlite:///",
+                    index=index,
+                )
 
     def base(self, ns: str, part: str) -> str:
         return f"{self.prefix}{{{ns}}}:{part}:"
@@ -78,13 +119,18 @@ class Names:
     def index(self, ns: str) -> str:
         return f"{self.prefix}{{{ns}}}:keys"
 
+    def head(self, ns: str, key: str) -> list[str]:
+        """The header and index names of one key: what every short script takes first."""
+        tagged = f"{self.prefix}{{{ns}}}:"
+        return [tagged + "h:" + key, tagged + "keys"]
+
     def header_pattern(self) -> str:
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
         return escaped + "{*}:h:*"
 
     def parse_header(self, name: bytes) -> tuple[str, str]:
         """(ns, key) of a header name ``P{ns}:h:key``."""
-        rest = name.decode()[len(self.prefix) + 1:]
+        rest = name.decode()[len(self.prefix) + 1 :]
         ns, _, key = rest.partition("}:h:")
         return ns, key
 
@@ -104,6 +150,11 @@ def _arg(number: int | None) -> str | int:
     return "" if number is None else number
 
 
+def _guard(if_version: int | None, ttl_ms: int | None) -> str:
+    """A short script's ``if_version`` and ttl in one argument: ``''`` for neither (the usual call)."""
+    return "" if if_version is None and ttl_ms is None else f"{_arg(if_version)} {_arg(ttl_ms)}"
+
+
 # ---------------------------------------------------------------- the engine's ops (pure)
 
 Patched = tuple[str, bytes]
@@ -113,7 +164,7 @@ Patched = tuple[str, bytes]
 def _listed_later(ops: Sequence[BatchOp], index: int) -> bool:
     """Does a later op append to or trim this op's key? (Then a list it writes goes in as items.)"""
     op = ops[index]
-    return any(o.op in LIST_OPS and (o.ns, o.key) == (op.ns, op.key) for o in ops[index + 1:])
+    return any(o.op in LIST_OPS and (o.ns, o.key) == (op.ns, op.key) for o in ops[index + 1 :])
 
 
 def _op_args(ops: Sequence[BatchOp], index: int, patched: Patched | None) -> tuple[str, list[Any]]:
@@ -163,6 +214,8 @@ def _refuse(op: BatchOp, code: bytes, detail: Any) -> None:
         add_checked(int(detail), op.by)
     if code == b"not_an_integer":
         raise NotAnInteger("incr needs an integer value, and this key holds something else")
+    if code == VERSION_LIMIT.encode():
+        raise version_limit()
     raise AssertionError(f"the engine refused {op.op} with {code!r} ({detail!r})")
 
 
@@ -177,8 +230,10 @@ def _conflict(ops: Sequence[BatchOp], flat: list[Any], batch: bool) -> VersionCo
     found = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
     if not batch:
         return VersionConflict(current_version=found[0][1])
-    conflicts = [{"index": index, "ns": ops[index].ns, "key": ops[index].key, "current_version": current}
-                 for index, current in found]
+    conflicts = [
+        {"index": index, "ns": ops[index].ns, "key": ops[index].key, "current_version": current}
+        for index, current in found
+    ]
     return VersionConflict(current_version=found[0][1], conflicts=conflicts)
 
 
@@ -201,42 +256,53 @@ def _record(ns: str, key: str, found: list[Any]) -> StateRecord:
 
 # ---------------------------------------------------------------- the facet
 
+
 class RedisState(StateFacet):
     """The state facet on one Redis (its keys under the URL's prefix)."""
 
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, client: Client, names: Names) -> None:
         self.client = client
-        self.names = Names(prefix)
+        self.names = names
         self._write = Script(client, lua.WRITE)
-        self._convert = client.register_script(lua.CONVERT)
-        self._read = client.register_script(lua.READ)
-        self._part = client.register_script(lua.PART)
-        self._keys = client.register_script(lua.KEYS_PAGE)
-        self._expired = client.register_script(lua.EXPIRED)
-        self._sweep = client.register_script(lua.SWEEP)
-        self._drop = client.register_script(lua.DROP)
-        self._restore = client.register_script(lua.RESTORE)
+        self._convert = Script(client, lua.CONVERT)
+        self._read = Script(client, lua.READ)
+        self._part = Script(client, lua.PART)
+        self._keys = Script(client, lua.KEYS_PAGE)
+        self._sweep = Script(client, lua.SWEEP)
+        self._drop = Script(client, lua.DROP)
+        self._restore = Script(client, lua.RESTORE)
         self._put1 = Script(client, single_lua.PUT)
         self._append1 = Script(client, single_lua.APPEND)
         self._incr1 = Script(client, single_lua.INCR)
 
     # -- writes: each one run of the engine
 
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
-                  ttl_ms: int | None = None) -> int:
-        op = BatchOp("put", ns, key, data=data, if_version=if_version, ttl_ms=ttl_ms)
-        return int(await self._single(self._put1, op, [data]))
+    async def put(
+        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> int:
+        def op() -> BatchOp:
+            return BatchOp("put", ns, key, data=data, if_version=if_version, ttl_ms=ttl_ms)
+
+        keys = [*self.names.head(ns, key), self.names.expiry_of(ns)]
+        return int(await self._single(self._put1, keys, [key, _guard(if_version, ttl_ms), data], op))
 
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         return bool(await self._one(BatchOp("delete", ns, key, if_version=if_version)))
 
     async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        op = BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms)
-        version, length = await self._single(self._append1, op, items)
+        def op() -> BatchOp:
+            return BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms)
+
+        names = self.names
+        keys = [*names.head(ns, key), names.base(ns, "l") + key, names.base(ns, "o") + key]
+        if ttl_ms is not None:  # the expiry set changes only with a ttl: otherwise one key less to send
+            keys.append(names.expiry_of(ns))
+        version, length = await self._single(self._append1, keys, [key, _guard(None, ttl_ms), *items], op)
         return int(version), int(length)
 
-    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         op = BatchOp("trim", ns, key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
         result: tuple[int, int] = await self._one(op)
         return result
@@ -245,14 +311,19 @@ class RedisState(StateFacet):
         result: tuple[bytes, int, int] | None = await self._one(BatchOp("pop", ns, key, if_version=if_version))
         return result
 
-    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
-        op = BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms)
-        total, version = await self._single(self._incr1, op, [str(by)])
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        def op() -> BatchOp:
+            return BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms)
+
+        keys = [*self.names.head(ns, key), self.names.expiry_of(ns)]
+        total, version = await self._single(self._incr1, keys, [key, _guard(if_version, ttl_ms), str(by)], op)
         return int(total), int(version)
 
-    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-                     ttl_ms: int | None = None) -> tuple[bytes, int]:
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
         """A compare-and-set loop: the engine reports the value, Python patches it, the engine writes
         the result only if the key still holds exactly that value (else: again)."""
         op = BatchOp("patch", ns, key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
@@ -260,28 +331,26 @@ class RedisState(StateFacet):
         return result
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
-        """One run of the engine for every op, across namespaces (one Redis server, see above)."""
+        """One run of the engine for every op, across namespaces (within one slot on a cluster, see above)."""
+        self.names.check_batch(ops)
         return await self._run(ops, batch=True)
 
     async def _one(self, op: BatchOp) -> Any:
         return (await self._run([op], batch=False))[0]
 
-    async def _single(self, script: Script, op: BatchOp, args: Sequence[Any]) -> Any:
+    async def _single(self, script: Script, keys: list[str], args: list[Any], op: Callable[[], BatchOp]) -> Any:
         """One put, append or incr by its short script (``single_lua``), answered as the engine's
-        answer to that op alone; by the engine itself when the script hands the key over."""
-        names, ns, key = self.names, op.ns, op.key
-        keys = [names.base(ns, "h") + key, names.index(ns), names.expiry]
-        if op.op == "append":
-            keys += [names.base(ns, "l") + key, names.base(ns, "o") + key]
+        answer to that op alone; by the engine itself when the script hands the key over. The op is
+        made only then, or for an error's wording: the usual call spends nothing on it."""
         with translate_errors():
-            reply = await script(keys=keys, args=[key, _arg(op.if_version), _arg(op.ttl_ms), *args])
+            reply = await script(keys=keys, args=args)
         if not isinstance(reply, list) or reply[0] not in SIGNALS:
             return reply
         if reply[0] == b"conflict":
             raise VersionConflict(current_version=int(reply[1]))
         if reply[0] == b"error":
-            _refuse(op, reply[1], reply[2] if len(reply) > 2 else None)
-        return await self._one(op)
+            _refuse(op(), reply[1], reply[2] if len(reply) > 2 else None)
+        return await self._one(op())
 
     async def _run(self, ops: Sequence[BatchOp], batch: bool) -> list[Any]:
         """Run the engine until it answers: splitting stored lists and computing patches it asks for."""
@@ -292,8 +361,9 @@ class RedisState(StateFacet):
                 reply = await self._write(keys=keys, args=args)
             signal, rest = reply[0], reply[1:]
             if signal == b"ok":
-                return [_answer(op, answer, patched.get(i)) 
-                        for i, (op, answer) in enumerate(zip(ops, rest, strict=True))]
+                return [
+                    _answer(op, answer, patched.get(i)) for i, (op, answer) in enumerate(zip(ops, rest, strict=True))
+                ]
             if signal == b"conflict":
                 raise _conflict(ops, rest, batch)
             if signal == b"error":
@@ -310,7 +380,7 @@ class RedisState(StateFacet):
         """The engine's KEYS and ARGV for ``ops``, and the (ns, key) of each key group."""
         groups: dict[tuple[str, str], int] = {}
         wanted = {(op.ns, op.key) for op in ops if op.op in VALUE_OPS}
-        keys, args = [self.names.expiry], []
+        keys, args = [self.names.expiry_of(ops[0].ns)], []  # every op's: one Redis, or one slot
         for index, op in enumerate(ops):
             where = (op.ns, op.key)
             if where not in groups:
@@ -318,8 +388,11 @@ class RedisState(StateFacet):
                 keys += self.names.of(op.ns, op.key)
             code, extra = _op_args(ops, index, patched.get(index))
             want = "d" if where in wanted else ""
-            args += [f"{code} {groups[where]} {_arg(op.if_version)} {_arg(op.ttl_ms)} {len(extra)} {want}",
-                     op.key, *extra]
+            args += [
+                f"{code} {groups[where]} {_arg(op.if_version)} {_arg(op.ttl_ms)} {len(extra)} {want}",
+                op.key,
+                *extra,
+            ]
         return keys, args, list(groups)
 
     @staticmethod
@@ -360,7 +433,7 @@ class RedisState(StateFacet):
                 return Entry(data, int(version))
             if kind not in (b"v", b"l"):
                 return None
-            return _entry(await self._read(keys=names[:2]))
+            return _entry(await self._read(keys=names[:2], args=[]))
 
     async def tail(self, ns: str, key: str, n: int) -> ListPage | None:
         return await self._list_part(ns, key, *((-n, -1) if n > 0 else window(0, 0)))
@@ -379,7 +452,7 @@ class RedisState(StateFacet):
         if not found[2].startswith(b"["):
             raise NotAList(f"{key!r} holds a value that is not a list")
         items = split_list(found[2])
-        return ListPage(items[start:None if stop == -1 else stop + 1], int(found[1]), len(items))
+        return ListPage(items[start : None if stop == -1 else stop + 1], int(found[1]), len(items))
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         low, high = lex_bounds(prefix, after)
@@ -392,21 +465,39 @@ class RedisState(StateFacet):
     async def drop(self, ns: str) -> None:
         """Tombstone every key of ``ns``, one atomic batch of keys at a time."""
         bases = [self.names.base(ns, part) for part in "hlo"]
-        keys = [self.names.index(ns), self.names.expiry]
+        keys = [self.names.index(ns), self.names.expiry_of(ns)]
         with translate_errors():
             while await self._drop(keys=keys, args=[*bases, DROP_BATCH]) == DROP_BATCH:
                 pass
 
     async def sweep(self, limit: int = 1000) -> int:
-        """Tombstone up to ``limit`` expired keys, found in the expiry set."""
-        with translate_errors():
-            found: list[bytes] = await self._expired(keys=[self.names.expiry], args=[limit])
-        return await self._bury_expired(found) if found else 0
+        """Tombstone up to ``limit`` expired keys, found in the expiry sets by this process's clock; the
+        burial checks each again by Redis's own, so a key not yet expired there is left for later."""
+        swept, wanted = 0, limit
+        sets = self.names.expiry_sets()
+        for start in range(0, len(sets), SWEEP_SETS):
+            for expiry, headers in await self._expired(sets[start : start + SWEEP_SETS], wanted):
+                if wanted > 0:
+                    swept += await self._bury_expired(expiry, headers[:wanted])
+                    wanted -= len(headers)
+            if wanted <= 0:
+                break
+        return swept
 
-    async def _bury_expired(self, headers: list[bytes]) -> int:
-        """Tombstone the keys of these header names that are still expired (a write may have moved or
-        cleared an expiry since they were found); how many."""
-        keys, args = [self.names.expiry], []
+    async def _expired(self, sets: list[str], limit: int) -> list[tuple[str, list[bytes]]]:
+        """(expiry set, header names) of up to ``limit`` keys per set expired by now, from ``sets``."""
+        now = now_ms()
+        with translate_errors():
+            async with self.client.pipeline(transaction=False) as pipe:
+                for expiry in sets:
+                    pipe.zrangebyscore(expiry, "-inf", now, start=0, num=limit)
+                found: list[list[bytes]] = await pipe.execute()
+        return [(expiry, headers) for expiry, headers in zip(sets, found, strict=True) if headers]
+
+    async def _bury_expired(self, expiry: str, headers: Iterable[bytes]) -> int:
+        """Tombstone the keys of these header names (all listed in ``expiry``) that are still expired (a
+        write may have moved or cleared an expiry since they were found); how many."""
+        keys, args = [expiry], []
         for header in headers:
             ns, key = self.names.parse_header(header)
             keys += self.names.of(ns, key)
@@ -415,30 +506,27 @@ class RedisState(StateFacet):
             return int(await self._sweep(keys=keys, args=args))
 
     async def records(self) -> AsyncIterator[StateRecord]:
-        """Every key, tombstones included (an expired key as one), found by SCAN (no order promised)."""
-        batch: list[bytes] = []
+        """Every key, tombstones included (an expired key as one), in (namespace, key) order as the SQL
+        stores give them: SCAN finds the keys' names in no order, so they are gathered (names only) and
+        sorted first, then read a batch at a time."""
         with translate_errors():
-            async for name in self.client.scan_iter(match=self.names.header_pattern(), count=EXPORT_BATCH):
-                batch.append(name)
-                if len(batch) >= EXPORT_BATCH:
-                    for record in await self._read_batch(batch):
-                        yield record
-                    batch = []
-            for record in await self._read_batch(batch):
+            names = [
+                name async for name in self.client.scan_iter(match=self.names.header_pattern(), count=EXPORT_BATCH)
+            ]
+        names.sort(key=self.names.parse_header)
+        for start in range(0, len(names), EXPORT_BATCH):
+            for record in await self._read_batch(names[start : start + EXPORT_BATCH]):
                 yield record
 
     async def _read_batch(self, headers: list[bytes]) -> list[StateRecord]:
         parsed = [self.names.parse_header(name) for name in headers]
         with translate_errors():
-            async with self.client.pipeline(transaction=False) as pipe:
-                for ns, key in parsed:
-                    await self._read(keys=self.names.of(ns, key)[:2], client=pipe)
-                results: list[Any] = await pipe.execute()
+            results = await self._read.pipelined([(self.names.of(ns, key)[:2], []) for ns, key in parsed])
         return [_record(ns, key, found) for (ns, key), found in zip(parsed, results, strict=True) if found]
 
     async def restore(self, record: StateRecord) -> None:
         kind, data = ("d", b"") if record.data is None else ("v", record.data)
         expires = "" if record.data is None or record.expires_at is None else record.expires_at
-        keys = [*self.names.of(record.ns, record.key), self.names.expiry]
+        keys = [*self.names.of(record.ns, record.key), self.names.expiry_of(record.ns)]
         with translate_errors():
             await self._restore(keys=keys, args=[record.key, record.version, kind, data, expires])

@@ -32,7 +32,7 @@ from an origin that a trim does not move), so that a trim learns the size of wha
 
 from __future__ import annotations
 
-from ...values import MAX_VALUE_BYTES
+from ...values import MAX_VALUE_BYTES, MAX_VERSION
 
 _CLOCK = """
 -- Redis's clock in ms, read once per run and only when needed (a key with an expiry, a ttl).
@@ -123,8 +123,11 @@ end
 """``add(a, b)``: exact signed 64-bit addition of decimal strings (``tests/test_backend_redis.py``
 checks it against Python's integers)."""
 
-_MODEL = """
-local MAX = """ + str(MAX_VALUE_BYTES) + """
+_MODEL = (
+    """
+local MAX = """
+    + str(MAX_VALUE_BYTES)
+    + """
 
 -- One key as the ops see it. kind: 'v', 'l' or false (absent, deleted or expired). A list is the
 -- part of its Redis list that stays (rdrop items cut from the front, rend from the back, of rn)
@@ -260,6 +263,7 @@ local function refused(st, op, i)
   return error('keepstate: a list written in this run reached a list op unsplit')
 end
 """
+)
 
 _OPS = """
 local OPS = {}
@@ -398,8 +402,9 @@ local function apply(st)
 end
 """
 
-_RUN = """
--- ARGV, per op: 'code group if_version ttl argc want' (if_version and ttl '' for none), key, args.
+_RUN = (
+    f"\nlocal MAX_VERSION = {MAX_VERSION}\n"
+    + """-- ARGV, per op: 'code group if_version ttl argc want' (if_version and ttl '' for none), key, args.
 local ops, at = {}, 1
 while at <= #ARGV do
   local code, g, iv, ttl, c, want = string.match(ARGV[at], '^(%a+) (%d+) (%d*) (%d*) (%d+) (%a?)$')
@@ -421,6 +426,7 @@ for i, op in ipairs(ops) do
   else
     local result, signal = OPS[op.code](st, op, i - 1)
     if signal then return signal end
+    if st.v > MAX_VERSION then return {'error', i - 1, 'version_limit'} end  -- nothing applied yet
     results[i] = result
   end
 end
@@ -428,6 +434,7 @@ if #conflicts > 0 then return {'conflict', unpack(conflicts)} end
 for _, st in pairs(states) do apply(st) end
 return {'ok', unpack(results)}
 """
+)
 
 WRITE = _CLOCK + _HELPERS + ADD + _MODEL + _OPS + _APPLY + _RUN
 """KEYS: expiry set, then per key: header, items, offsets, index. ARGV: per op, its header
@@ -436,7 +443,9 @@ when the run needs the value's bytes), its key, its argc args.
 Answers ``{'ok', result...}``, ``{'conflict', index, current...}``, ``{'error', index, code, detail}``,
 ``{'need', index, value}``, ``{'stale', index}`` or ``{'convert', group}`` (indexes from 0)."""
 
-CONVERT = _HELPERS + """
+CONVERT = (
+    _HELPERS
+    + """
 local h = redis.call('HMGET', KEYS[1], 'v', 'k')
 if h[2] ~= 'v' or tonumber(h[1]) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3])
@@ -446,6 +455,7 @@ redis.call('HSET', KEYS[1], 'k', 'l', 's', ARGV[2], 'n', #ARGV - 2, 'b', 0)
 redis.call('HDEL', KEYS[1], 'd')
 return 1
 """
+)
 """KEYS: header, items, offsets. ARGV: version read, size, item... . Swaps a value stored whole for a
 Redis list of its items, only if its version is still the one read; the version and value stay."""
 
@@ -460,7 +470,10 @@ local function live(header, ...)
 end
 """
 
-READ = _CLOCK + _LIVE + """
+READ = (
+    _CLOCK
+    + _LIVE
+    + """
 local version, kind, f = live(KEYS[1], 'd')
 if not version then return {} end
 if not kind then return {version, 'd'} end
@@ -468,10 +481,14 @@ local data = f[4]
 if kind == 'l' then data = '[' .. table.concat(redis.call('LRANGE', KEYS[2], 0, -1), ',') .. ']' end
 return {version, kind, data, f[3] or ''}
 """
+)
 """KEYS: header, items. ``{}`` (no key), ``{version, 'd'}`` (tombstone or expired) or
 ``{version, kind, JSON, expires_at or ''}``."""
 
-PART = _CLOCK + _LIVE + """
+PART = (
+    _CLOCK
+    + _LIVE
+    + """
 local version, kind, f = live(KEYS[1], 'n', 'd')
 if not kind then return {} end
 if kind == 'v' then return {'v', version, f[5]} end
@@ -479,10 +496,13 @@ local out = {'l', version, tonumber(f[4])}
 for _, item in ipairs(redis.call('LRANGE', KEYS[2], ARGV[1], ARGV[2])) do out[#out + 1] = item end
 return out
 """
+)
 """KEYS: header, items. ARGV: LRANGE start, stop. ``{}`` when absent; ``{'v', version, value}`` for a
 value stored whole (Python splits it, or refuses it as not a list); ``{'l', version, length, item...}``."""
 
-KEYS_PAGE = _CLOCK + """
+KEYS_PAGE = (
+    _CLOCK
+    + """
 local out, low, limit = {}, ARGV[1], tonumber(ARGV[3])
 while true do
   local names = redis.call('ZRANGEBYLEX', KEYS[1], low, ARGV[2], 'LIMIT', 0, limit)
@@ -498,17 +518,18 @@ while true do
   low = '(' .. names[#names]
 end
 """
+)
 """KEYS: index. ARGV: min, max, limit, header name base. ``key, version, ...`` of live keys, skipping
-expired ones the sweep has not reached (the index holds every key that is not a tombstone)."""
+expired ones the sweep has not reached (the index holds every key that is not a tombstone). It reads
+keys it could not name in advance: while a cluster moves the slot, Redis refuses one already moved
+("non local key"), never a short page."""
 
 # ---------------------------------------------------------------- whole-store and namespace work
 
-EXPIRED = _CLOCK + """
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
-"""
-"""KEYS: expiry set. ARGV: limit. The header names of up to ``limit`` keys expired by now."""
-
-SWEEP = _CLOCK + _HELPERS + """
+SWEEP = (
+    _CLOCK
+    + _HELPERS
+    + """
 local count = 0
 for i = 1, #ARGV do
   local at = 1 + 4 * (i - 1)
@@ -526,20 +547,30 @@ for i = 1, #ARGV do
 end
 return count
 """
+)
 """KEYS: expiry set, then per key: header, items, offsets, index. ARGV: the keys. Tombstones those still
 expired (a write may have moved or cleared the expiry since they were found); how many."""
 
-DROP = _HELPERS + """
+DROP = (
+    _HELPERS
+    + """
 local names = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+for _, name in ipairs(names) do  -- while a cluster moves the slot, Redis refuses a key moved already:
+  redis.call('EXISTS', ARGV[1] .. name)  -- here, before anything is written
+end
 for _, name in ipairs(names) do
   bury(KEYS[2], ARGV[1] .. name, ARGV[2] .. name, ARGV[3] .. name, KEYS[1], name)
 end
 return #names
 """
+)
 """KEYS: index, expiry set. ARGV: header, items and offsets name bases, batch. Tombstones one batch of
-the namespace's keys (names derived in the namespace's own hash slot)."""
+the namespace's keys (names derived in the namespace's own hash slot), or none while a cluster moves
+the slot."""
 
-RESTORE = _HELPERS + """
+RESTORE = (
+    _HELPERS
+    + """
 bury(KEYS[5], KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'v', ARGV[2])
 if ARGV[3] == 'd' then return 1 end
@@ -551,5 +582,6 @@ if ARGV[5] ~= '' then
 end
 return 1
 """
+)
 """KEYS: header, items, offsets, index, expiry set. ARGV: key, version, kind ('v' or 'd'), value,
 expires_at (''). Writes a record exactly as exported."""

@@ -41,8 +41,9 @@ class SqlHarness(HarnessFacet):
 
     def create_session(self, id: str, parent: str | None, state: str, created_at: int, now: int) -> Row:
         with self._db.statement() as tx:
-            row, _ = _insert_or_get(tx, self._sql.create_session, (id, parent, state, created_at, now),
-                                    self._sql.session, (id,))
+            row, _ = _insert_or_get(
+                tx, self._sql.create_session, (id, parent, state, created_at, now), self._sql.session, (id,)
+            )
         return row
 
     def session(self, id: str) -> Row | None:
@@ -66,8 +67,9 @@ class SqlHarness(HarnessFacet):
 
     def enqueue(self, session: str, id: str, input: str, meta: str, now: int) -> tuple[Row, bool]:
         with self._db.statement() as tx:
-            return _insert_or_get(tx, self._sql.enqueue, (session, id, input, meta, now), self._sql.operation,
-                                  (session, id))
+            return _insert_or_get(
+                tx, self._sql.enqueue, (session, id, input, meta, now), self._sql.operation, (session, id)
+            )
 
     def operation(self, session: str, id: str) -> Row | None:
         rows = self._rows(self._sql.operation, (session, id))
@@ -149,8 +151,19 @@ class SqlHarness(HarnessFacet):
             with self._db.statement() as tx:
                 return int(tx.rows(sql, params)[0][0])
         params = (
-            batch.k, batch.part, batch.parts, batch.id, batch.data, batch.created_at,
-            *key, batch.ids, *key, *key, *key, *key, batch.last,
+            batch.k,
+            batch.part,
+            batch.parts,
+            batch.id,
+            batch.data,
+            batch.created_at,
+            *key,
+            batch.ids,
+            *key,
+            *key,
+            *key,
+            *key,
+            batch.last,
         )
         rows = self._db.atomic([(self._sql.lock_log, key), (self._sql.write_batch, params)])
         return int(rows[0][0])
@@ -189,8 +202,10 @@ class SqlHarness(HarnessFacet):
         return last
 
     def _chunk_rows(self, key: tuple[str, str], seq: int, entry_id: str | None, data: bytes, at: int) -> list[Row]:
-        return [(seq, part, entry_id if part == 0 else None, chunk, at, *key)
-                for part, chunk in enumerate(split_chunks(data, self.chunk_size))]
+        return [
+            (seq, part, entry_id if part == 0 else None, chunk, at, *key)
+            for part, chunk in enumerate(split_chunks(data, self.chunk_size))
+        ]
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._db.snapshot() as tx:

@@ -18,7 +18,7 @@ def split_chunks(data: bytes, size: int) -> list[bytes]:
     """
     if len(data) <= size:
         return [data]
-    return [data[at:at + size] for at in range(0, len(data), size)]
+    return [data[at : at + size] for at in range(0, len(data), size)]
 
 
 def join_chunks(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, str | None, bytes, int]]:

@@ -34,6 +34,30 @@ with the run, so a purge of the session's finished runs never hides an agent who
 session's delete must drop. The step fills it from the runs already there. The session's delete
 drops that state and the rows."""
 
+END_USERS_TABLE = (
+    "CREATE TABLE ks_end_users (env TEXT NOT NULL, end_user TEXT NOT NULL, owner TEXT NOT NULL, "
+    "PRIMARY KEY (env, end_user));"
+    "INSERT INTO ks_end_users (env, end_user, owner) "
+    "SELECT s.env, s.end_user, s.owner FROM ks_sessions s WHERE s.seq IN (SELECT min(f.seq) FROM ks_sessions f "
+    "JOIN ks_keys k ON k.id = f.owner AND k.role = 'member' WHERE f.end_user IS NOT NULL GROUP BY f.env, f.end_user);"
+)
+"""Step 5 on both backends. A row says which member key acts for an end user of an environment: the
+first to name it in a session (``BIND_USER``); another member's session for that user is refused. The
+step fills it from the sessions already there, each user going to the member of its oldest session."""
+
+
+RUN_STATUS_INDEXES = """
+    CREATE INDEX ks_runs_status ON ks_runs (env, status, seq);
+    CREATE INDEX ks_runs_owner_status ON ks_runs (env, owner, status, seq);
+"""
+"""Step 6 on both backends. The runs of one status newest first, an admin's and a member's: the console
+counts the held runs waiting for the signed-in person on every page, and lists them; without these a
+held run was found by walking every run of the environment (or of the member) from the newest."""
+
+SESSION_PARENT = "ALTER TABLE ks_sessions ADD COLUMN parent TEXT;"
+"""Step 7 on both backends: the id of the session a session was forked from (``fork_session``), NULL for
+every session made before it and every one not forked."""
+
 SQLITE_SCHEMA = [
     """
     CREATE TABLE ks_envs (name TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
@@ -76,15 +100,25 @@ SQLITE_SCHEMA = [
     """,
     # 3: the agents that keep state in a session without a run of it (an embedded store registered them)
     SESSION_AGENTS_TABLE,
+    # 4: the key that claimed each invocation: revoking it ends the invocations it holds
+    "ALTER TABLE ks_invocations ADD COLUMN claimed_by TEXT;",
+    # 5: each end user's member key, the one that named it first
+    END_USERS_TABLE,
+    # 6: runs by status, newest first (held runs waiting for a person)
+    RUN_STATUS_INDEXES,
+    # 7: the session a fork was made from
+    SESSION_PARENT,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"
-SESSION_COLUMNS = "env, id, owner, end_user, metadata, created_at, seq"
+SESSION_COLUMNS = "env, id, owner, end_user, metadata, created_at, seq, parent"
 RUN_COLUMNS = (
     "env, id, agent, owner, session_id, end_user, parent_id, status, input, created_at, updated_at, "
     "output, error, hold, decision, cancel_requested, idempotency_key, seq, queue_timeout, queue_deadline"
 )
-INVOCATION_COLUMNS = "id, env, run_id, agent, kind, status, created_at, lease_until, token_hash, seq, queue_deadline"
+INVOCATION_COLUMNS = (
+    "id, env, run_id, agent, kind, status, created_at, lease_until, token_hash, seq, queue_deadline, claimed_by"
+)
 
 INSERT_ENV = "INSERT INTO ks_envs (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
 INSERT_KEY = "INSERT INTO ks_keys (id, env, role, name, created_at, secret_hash) VALUES (?, ?, ?, ?, ?, ?)"
@@ -101,9 +135,16 @@ INSERT_FIRST_KEY = (
 )
 
 INSERT_SESSION = (
-    "INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+    "INSERT INTO ks_sessions (env, id, owner, end_user, metadata, created_at, parent) VALUES (?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (env, id) DO NOTHING"
 )
+
+
+def session_params(s: StoredSession) -> tuple[Any, ...]:
+    """The values of ``INSERT_SESSION``."""
+    return s.env, s.id, s.owner, s.user, s.metadata, s.created_at, s.parent
+
+
 GET_SESSION = f"SELECT {SESSION_COLUMNS} FROM ks_sessions WHERE env = ? AND id = ?"
 
 SEQ_END = 2**63 - 1
@@ -126,8 +167,9 @@ def seq_bound(after: int, desc: bool) -> int:
     return after if after or not desc else SEQ_END
 
 
-def list_sessions(env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool
-                  ) -> tuple[str, tuple[Any, ...]]:
+def list_sessions(
+    env: str, owner: str | None, user: str | None, after: int, limit: int, desc: bool
+) -> tuple[str, tuple[Any, ...]]:
     """The statement and values of a session listing."""
     given = {"owner": owner, "end_user": user}
     present = tuple(name for name, value in given.items() if value is not None)
@@ -158,6 +200,12 @@ def of_session(env: str, session_id: str) -> tuple[str, str, str, str]:
     return env, session_id, env, session_id
 
 
+BIND_USER = (
+    "INSERT INTO ks_end_users (env, end_user, owner) VALUES (?, ?, ?) "
+    "ON CONFLICT (env, end_user) DO UPDATE SET owner = ks_end_users.owner RETURNING owner"
+)
+"""The member key of an end user: the given one when it names the user first; else the one before it,
+left as it was (one statement: two members naming a new user at once get the same answer)."""
 INSERT_SESSION_AGENT = "INSERT INTO ks_session_agents (env, session_id, agent) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 DELETE_SESSION_AGENTS = "DELETE FROM ks_session_agents WHERE env = ? AND session_id = ?"
 CANCEL_HELD_OF_SESSION = (
@@ -231,13 +279,19 @@ def has_queued(agents: Sequence[str]) -> str:
     return f"SELECT 1 FROM ks_invocations WHERE {queued_filter(agents)} LIMIT 1"
 
 
+LIVE_KEY = "EXISTS (SELECT 1 FROM ks_keys WHERE id = ? AND revoked = 0)"
+"""The claimer's key is not revoked: part of the claim's guard, so no token is handed out after a revocation."""
+
+
 def claim(agents: Sequence[str]) -> str:
-    """Take the oldest queued invocation: the guard ``status = 'queued'`` makes it exclusive, and the
-    deadline in ``queued_filter`` means an invocation past it is never claimed, swept or not."""
+    """Take the oldest queued invocation for a key still live: the guard ``status = 'queued'`` makes it
+    exclusive, the deadline in ``queued_filter`` means an invocation past it is never claimed (swept or
+    not), and ``LIVE_KEY`` that a claim waiting while its key is revoked takes nothing. Its values: token
+    hash, lease end, claimer, env, the agents, now, claimer."""
     return (
-        "UPDATE ks_invocations SET status = 'running', token_hash = ?, lease_until = ? "
+        "UPDATE ks_invocations SET status = 'running', token_hash = ?, lease_until = ?, claimed_by = ? "
         f"WHERE seq = (SELECT seq FROM ks_invocations WHERE {queued_filter(agents)} ORDER BY seq LIMIT 1) "
-        f"AND status = 'queued' RETURNING {INVOCATION_COLUMNS}"
+        f"AND status = 'queued' AND {LIVE_KEY} RETURNING {INVOCATION_COLUMNS}"
     )
 
 
@@ -263,6 +317,8 @@ EXPIRE_INVOCATIONS = (
     "UPDATE ks_invocations SET status = 'lost' WHERE status = 'running' AND lease_until < ? RETURNING run_id"
 )
 INTERRUPT_RUN = "UPDATE ks_runs SET status = 'interrupted', updated_at = ? WHERE id = ? AND status = 'running'"
+END_CLAIMS_OF = "UPDATE ks_invocations SET status = 'lost' WHERE status = 'running' AND claimed_by = ? RETURNING run_id"
+"""A revoked key's running invocations: lost, as if their leases ran out (their runs are then interrupted)."""
 
 # queue deadlines: queued runs past theirs become expired, invocations first (the order a claim locks them)
 _OVERDUE = "status = 'queued' AND queue_deadline < ?"
@@ -316,28 +372,60 @@ def key_from_row(row: Sequence[Any]) -> StoredKey:
 
 
 def session_from_row(row: Sequence[Any]) -> StoredSession:
-    return StoredSession(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6])
+    return StoredSession(row[0], row[1], row[2], row[3], bytes(row[4]), row[5], row[6], row[7])
 
 
 def run_from_row(row: Sequence[Any]) -> StoredRun:
     return StoredRun(
-        env=row[0], id=row[1], agent=row[2], owner=row[3], session_id=row[4], user=row[5], parent_id=row[6],
-        status=row[7], input=bytes(row[8]), created_at=row[9], updated_at=row[10], output=bytes(row[11]),
-        error=bytes(row[12]), hold=bytes(row[13]), decision=bytes(row[14]), cancel_requested=bool(row[15]),
-        idempotency_key=row[16], seq=row[17], queue_timeout=row[18], queue_deadline=row[19],
+        env=row[0],
+        id=row[1],
+        agent=row[2],
+        owner=row[3],
+        session_id=row[4],
+        user=row[5],
+        parent_id=row[6],
+        status=row[7],
+        input=bytes(row[8]),
+        created_at=row[9],
+        updated_at=row[10],
+        output=bytes(row[11]),
+        error=bytes(row[12]),
+        hold=bytes(row[13]),
+        decision=bytes(row[14]),
+        cancel_requested=bool(row[15]),
+        idempotency_key=row[16],
+        seq=row[17],
+        queue_timeout=row[18],
+        queue_deadline=row[19],
     )
 
 
 def invocation_from_row(row: Sequence[Any]) -> StoredInvocation:
-    return StoredInvocation(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
+    return StoredInvocation(*row[:12])
 
 
 def run_params(run: StoredRun, caller: str) -> tuple[Any, ...]:
     """The values of ``INSERT_RUN`` / the first 19 of ``INSERT_SESSION_RUN``."""
     return (
-        run.id, run.env, run.agent, run.owner, caller, run.session_id, run.user, run.parent_id, run.status,
-        run.input, run.output, run.error, run.hold, run.decision, run.idempotency_key, run.created_at,
-        run.updated_at, run.queue_timeout, run.queue_deadline,
+        run.id,
+        run.env,
+        run.agent,
+        run.owner,
+        caller,
+        run.session_id,
+        run.user,
+        run.parent_id,
+        run.status,
+        run.input,
+        run.output,
+        run.error,
+        run.hold,
+        run.decision,
+        run.idempotency_key,
+        run.created_at,
+        run.updated_at,
+        run.queue_timeout,
+        run.queue_deadline,
     )
 
 

@@ -11,17 +11,19 @@ from __future__ import annotations
 import sqlite3
 
 from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
-from ..records import namespace
+from ..records import BackupReport, StoredSession, namespace
+from ..session_forks import Cuts, copies, cuts_of
 from ..sql import platform as platform_sql
 from ..sql.harness_facet import SqlHarness
 from . import db
 from . import documents as documents_facet
 from . import platform as platform_facet
 from . import state as state_facet
+from .backup import backup as copy_file
 from .harness import SqliteEngine
 from .leases import SqliteLeases
 
-CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True)
+CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True, file_backup=True)
 
 
 class SqliteDatabase(Database):
@@ -32,6 +34,11 @@ class SqliteDatabase(Database):
         """A SQLite store is the file its URL names: refuse a path that can never be one (a directory, a
         missing directory) and, with ``must_exist``, a file that is not a keepstate store yet."""
         db.check_path(db.sqlite_path(url), must_exist)
+
+    @classmethod
+    def backup(cls, url: str, target: str, replace: bool) -> BackupReport:
+        """SQLite's online backup of the file, checked before it is put in place (``backup.py``)."""
+        return copy_file(db.sqlite_path(url), target, replace)
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -94,6 +101,25 @@ class SqliteDatabase(Database):
             for agent in agents or ():
                 state_facet.drop(conn, namespace(env, "session", agent, session_id))
             return agents
+
+        return await self.file.awrite(write)
+
+    async def fork_session(
+        self, source: StoredSession, fork: StoredSession, cuts: Cuts
+    ) -> tuple[StoredSession, bool] | None:
+        """One transaction of the file's one writer: no write lands midway, and a refusal undoes it all."""
+        await self.state()  # both facets' tables exist
+        self._platform_facet()
+
+        def write(conn: sqlite3.Connection) -> tuple[StoredSession, bool] | None:
+            forked = platform_facet.fork_session(conn, source, fork)
+            if forked is None or not forked.created:
+                return None if forked is None else (forked.session, False)
+            for copied, target in copies(source, forked):
+                state_facet.copy(conn, copied, target)
+            for ns, key, keep in cuts_of(forked.session, cuts):
+                state_facet.keep_first(conn, ns, key, keep)
+            return forked.session, True
 
         return await self.file.awrite(write)
 

@@ -19,30 +19,25 @@ import contextlib
 import os
 import secrets
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 from ...errors import InvalidRequest, Unavailable
+from ..records import BackupReport
 from .db import BUSY_TIMEOUT_MS, SCHEMA_TABLE, require_store, translate_errors
 
-
-@dataclass(frozen=True, slots=True)
-class BackupReport:
-    """What was copied: the copy's size, its pages, and the schema versions it holds per component."""
-
-    path: str
-    bytes: int
-    pages: int
-    schema: dict[str, int]
+COMPANIONS = ("", "-wal", "-shm", "-journal")
+"""The files a SQLite store is: the database, its write-ahead log, the log's index and a rollback journal.
+Replacing any of them under a live store loses or corrupts what it holds (the log holds every write since
+the last checkpoint)."""
 
 
 def backup(source: str, target: str, replace: bool = False) -> BackupReport:
     """Copy the SQLite store at ``source`` to ``target`` and verify the copy.
 
     Raises NotFound when ``source`` holds no keepstate store, InvalidRequest for a ``target`` that
-    exists (unless ``replace``) or is the source, Unavailable when either file cannot be used or the
-    copy fails its check."""
+    exists (unless ``replace``) or is one of the store's files (``COMPANIONS``), Unavailable when
+    either file cannot be used or the copy fails its check."""
     require_store(source)
     _check_target(source, target, replace)
     partial = f"{target}.partial-{secrets.token_hex(4)}"
@@ -62,14 +57,35 @@ def backup(source: str, target: str, replace: bool = False) -> BackupReport:
 
 def _check_target(source: str, target: str, replace: bool) -> None:
     where = Path(target)
-    if where.exists() and where.resolve() == Path(source).resolve():
-        raise InvalidRequest(f"the backup {target} is the store itself: choose another file")
+    part = store_file_named(source, where)
+    if part is not None:
+        raise InvalidRequest(f"the backup {target} is {part}: choose another file")
     if where.is_dir():
         raise InvalidRequest(f"{target} is a directory: name the backup file, such as {where / 'keepstate.db'}")
     if where.exists() and not replace:
         raise InvalidRequest(f"{target} already exists: remove it, choose another file, or pass --force")
     if not where.parent.is_dir():
         raise InvalidRequest(f"there is no directory {where.parent.resolve()} for the backup {target}")
+
+
+def store_file_named(source: str, target: Path) -> str | None:
+    """What ``target`` is of the store at ``source`` (the store itself, or one of its companion files),
+    however the path is spelled — relative or absolute, through ``.``/``..`` or symbolic links, or a
+    hard link to one of them; None when it is none of them."""
+    store = Path(source).resolve()
+    resolved = target.resolve()
+    for suffix in COMPANIONS:
+        part = store.with_name(store.name + suffix)
+        if resolved == part or _same_file(target, part):
+            return "the store itself" if not suffix else f"the store's {suffix[1:]} file, part of the live store"
+    return None
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # either is missing: no file to be the same
+        return False
 
 
 def _copy(source: str, partial: str) -> None:

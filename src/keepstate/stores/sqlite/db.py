@@ -23,8 +23,11 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from ...errors import NotFound, Unavailable
+from ...errors import NotFound, StoreClosed, Unavailable
+from ...values import MAX_VERSION
+from .. import forks
 from ..migrations import pending_steps, split_sql
+from ..records import VERSION_LIMIT, version_limit
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
@@ -36,24 +39,48 @@ def sqlite_path(url: str) -> str:
     """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``."""
     if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
         raise ValueError(f"not a SQLite store URL: {url!r} (use sqlite:///file.db)")
-    return url[len("sqlite:///"):].split("?", 1)[0]
+    return url[len("sqlite:///") :].split("?", 1)[0]
 
 
-_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN",
-                "SQLITE_READONLY", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_PROTOCOL", "SQLITE_PERM")
+_UNAVAILABLE = (
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_IOERR",
+    "SQLITE_FULL",
+    "SQLITE_CANTOPEN",
+    "SQLITE_READONLY",
+    "SQLITE_CORRUPT",
+    "SQLITE_NOTADB",
+    "SQLITE_PROTOCOL",
+    "SQLITE_PERM",
+)
 
 
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Errors that mean "the file can't be used now" (locked, disk, permissions) become
-    Unavailable; anything else (a bad statement) is a bug and stays what it is."""
+    Unavailable, a write refused by ``version_guard`` its own error; anything else (a bad statement)
+    is a bug and stays what it is."""
     try:
         yield
     except sqlite3.DatabaseError as error:
         name = getattr(error, "sqlite_errorname", "") or ""
         if name.startswith(_UNAVAILABLE) or "unable to open" in str(error):
             raise Unavailable(f"sqlite: {error}") from error
+        if isinstance(error, sqlite3.ProgrammingError) and "closed database" in str(error):
+            raise StoreClosed() from error  # closed by another thread under this call
+        if isinstance(error, sqlite3.IntegrityError) and str(error) == VERSION_LIMIT:
+            raise version_limit() from None
         raise
+
+
+def version_guard(table: str) -> str:
+    """A trigger refusing any write that would take a row of ``table`` past ``values.MAX_VERSION``:
+    the statement is undone and ``translate_errors`` raises ``records.version_limit``."""
+    return (
+        f"CREATE TRIGGER {table}_version_limit BEFORE UPDATE OF version ON {table} "
+        f"WHEN NEW.version > {MAX_VERSION} BEGIN SELECT RAISE(ABORT, '{VERSION_LIMIT}'); END;"
+    )
 
 
 def connect(path: str, synchronous: str = "FULL") -> sqlite3.Connection:
@@ -163,6 +190,7 @@ class SqliteFile:
         self.users = 0
         self.migrated: set[tuple[str, int]] = set()
         self.connection()  # fail fast on a bad path
+        forks.forget_in_child(self, SqliteFile._forget)
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
@@ -247,6 +275,14 @@ class SqliteFile:
             self._all.clear()
         self._local = threading.local()
 
+    def _forget(self) -> None:
+        """In a forked child: SQLite connections must not cross a fork, and the writer thread is not here.
+        The inherited connections are dropped, never used; each thread opens its own on next use."""
+        self._local = threading.local()
+        self._all = []
+        self._writer = None
+        self._lock = threading.Lock()
+
 
 class _GroupWriter:
     """One thread that owns the write connection and commits queued writes in groups."""
@@ -322,6 +358,15 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 _FILES: dict[str, SqliteFile] = {}
 _FILES_LOCK = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked child gets a lock no parent thread can have been holding at the fork."""
+    global _FILES_LOCK
+    _FILES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 def acquire(path: str) -> SqliteFile:

@@ -11,39 +11,50 @@ when it changes, in the same transaction as the write.
 
 Search ranks with ``bm25()`` weighing the first line ``TITLE_WEIGHT`` times the rest, keeps only
 rows of the space that the ``PathFilter`` admits (one statement with the match), and computes
-snippets only for the hits returned. The match expression is built from the parsed ``Query``: each
+snippets only for the hits returned: with ``snippet()`` for a document of at most ``SNIPPET_SCAN``
+characters, else in Python from a window of it (``_windowed``), as ``snippet()`` tokenizes a whole
+text and a search of big documents would cost their size. The match expression is built from the parsed ``Query``: each
 term is one FTS5 string (``"…"``, inner quotes doubled), so no user text is ever FTS5 syntax.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from array import array
+from collections.abc import AsyncIterator, Iterator, Sequence
 from functools import partial
 from typing import Any
 
+from ... import offload
 from ...errors import VersionConflict
 from ...search import Query
+from ...vectors import nearest_documents
 from ..base import DocumentsFacet
 from ..documents import (
     RECORDS_PAGE,
     SNIPPET_END,
     SNIPPET_GAP,
+    SNIPPET_SCAN,
     SNIPPET_START,
+    SNIPPET_WINDOW,
     SNIPPET_WORDS,
     TITLE_WEIGHT,
     DocumentHead,
     DocumentRecord,
+    DocumentWrite,
     PathFilter,
     StoredDocument,
     StoredHit,
+    StoredPassage,
+    Unembedded,
     filter_sql,
     join_title,
     one_line,
+    passage_snippet,
     split_title,
 )
-from .db import SqliteFile
+from ..snippets import Field, Terms, snippet, terms_of
+from .db import SqliteFile, version_guard
 
 COMPONENT = "documents"
 STEPS = [
@@ -76,10 +87,36 @@ STEPS = [
             VALUES ('delete', old.id, old.title, old.body);
     END;
     """,
+    # 2: no write takes a version past the highest one (``records.version_limit``)
+    version_guard("keepstate_documents"),
+    # 3: semantic search: a document's passages with their vectors, and the key of the embedder that made
+    # them (NULL: not embedded). Any write or delete drops them, in the same transaction (the trigger).
+    """
+    ALTER TABLE keepstate_documents ADD COLUMN embedding TEXT;
+    CREATE TABLE keepstate_passages (
+        document INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        start INTEGER NOT NULL,
+        stop INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (document, n)
+    ) WITHOUT ROWID;
+    CREATE INDEX keepstate_documents_unembedded ON keepstate_documents (space, path)
+        WHERE live = 1 AND embedding IS NULL;
+    CREATE TRIGGER keepstate_documents_unembed AFTER UPDATE OF version, live ON keepstate_documents BEGIN
+        DELETE FROM keepstate_passages WHERE document = new.id;
+        UPDATE keepstate_documents SET embedding = NULL WHERE id = new.id AND embedding IS NOT NULL;
+    END;
+    CREATE TRIGGER keepstate_documents_forget AFTER DELETE ON keepstate_documents BEGIN
+        DELETE FROM keepstate_passages WHERE document = old.id;
+    END;
+    """,
 ]
 
-_READ = ("SELECT title, body, metadata, version, updated_at FROM keepstate_documents "
-         "WHERE space = ? AND path = ? AND live = 1")
+_READ = (
+    "SELECT title, body, metadata, version, updated_at FROM keepstate_documents "
+    "WHERE space = ? AND path = ? AND live = 1"
+)
 _CURRENT = "SELECT version, live FROM keepstate_documents WHERE space = ? AND path = ?"
 _UPSERT = (
     "INSERT INTO keepstate_documents (space, path, version, live, title, body, metadata, updated_at) "
@@ -94,20 +131,40 @@ _WRITE_IF = (
     "UPDATE keepstate_documents SET version = version + 1, title = :title, body = :body, metadata = :metadata, "
     "updated_at = :now WHERE space = :space AND path = :path AND live = 1 AND version = :if_version RETURNING version"
 )
-_DELETE = ("UPDATE keepstate_documents SET live = 0, title = NULL, body = NULL, metadata = NULL "
-           "WHERE space = ? AND path = ? AND live = 1 RETURNING version")
+_DELETE = (
+    "UPDATE keepstate_documents SET live = 0, title = NULL, body = NULL, metadata = NULL "
+    "WHERE space = ? AND path = ? AND live = 1 RETURNING version"
+)
 
 
 def _where(table: str) -> str:
     """Live rows of the space that the ``PathFilter`` admits (its bounds as named parameters)."""
-    return f"{table}.space = :space AND {table}.live = 1 AND {filter_sql(f'{table}.path', ':{}')}"
+    return (
+        f"{table}.space = :space AND {table}.live = 1 AND {filter_sql(f'{table}.path', ':{}')} "
+        f"AND {_metadata_sql(f'{table}.metadata')}"
+    )
+
+
+def _metadata_sql(column: str) -> str:
+    """The ``PathFilter``'s metadata fields (``:metadata_filter``, JSON) as a condition on ``column``: no
+    field of the filter whose type (numbers alike) or value differs from the document's."""
+    field = "'$.\"' || f.key || '\"'"
+    found_type = f"json_type(CAST({column} AS TEXT), {field})"
+    numeric = "('integer', 'real')"
+    return (
+        "(:metadata_filter IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:metadata_filter) AS f WHERE "
+        f"NOT ({found_type} IS f.type OR (f.type IN {numeric} AND {found_type} IN {numeric})) "
+        f"OR json_extract(CAST({column} AS TEXT), {field}) IS NOT f.atom))"
+    )
 
 
 _SIZE = "length(CAST(title AS BLOB)) + coalesce(length(CAST(body AS BLOB)) + 1, 0)"
 """A document's bytes of UTF-8: its first line, and the rest after the newline."""
-_LIST = (f"SELECT path, version, updated_at, {_SIZE} FROM keepstate_documents WHERE {_where('keepstate_documents')} "
-         "AND path > :after "
-         "ORDER BY path LIMIT :limit")
+_LIST = (
+    f"SELECT path, version, updated_at, {_SIZE} FROM keepstate_documents WHERE {_where('keepstate_documents')} "
+    "AND path > :after "
+    "ORDER BY path LIMIT :limit"
+)
 _RANK = f"bm25(keepstate_documents_fts, {TITLE_WEIGHT}, 1.0)"
 _SEARCH = (
     f"SELECT d.id, d.path, d.version, {_RANK} AS rank FROM keepstate_documents_fts "
@@ -121,8 +178,10 @@ _SNIPPET = (
 )
 
 
-_RECORDS = ("SELECT space, path, version, live, title, body, metadata, updated_at FROM keepstate_documents "
-            "WHERE (space, path) > (?, ?) ORDER BY space, path LIMIT ?")
+_RECORDS = (
+    "SELECT space, path, version, live, title, body, metadata, updated_at FROM keepstate_documents "
+    "WHERE (space, path) > (?, ?) ORDER BY space, path LIMIT ?"
+)
 _RESTORE = (
     "INSERT INTO keepstate_documents (space, path, version, live, title, body, metadata, updated_at) "
     "VALUES (:space, :path, :version, :live, :title, :body, :metadata, :updated_at) "
@@ -149,11 +208,19 @@ def _read(conn: sqlite3.Connection, space: str, path: str) -> StoredDocument | N
     return StoredDocument(path, join_title(title, body), bytes(metadata), int(version), int(updated_at))
 
 
-def _write(conn: sqlite3.Connection, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
-           now: int) -> int:
+def _write(
+    conn: sqlite3.Connection, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int
+) -> int:
     title, body = split_title(text)
-    params: dict[str, Any] = {"space": space, "path": path, "title": title, "body": body, "metadata": metadata,
-                              "now": now, "if_version": if_version}
+    params: dict[str, Any] = {
+        "space": space,
+        "path": path,
+        "title": title,
+        "body": body,
+        "metadata": metadata,
+        "now": now,
+        "if_version": if_version,
+    }
     sql = _WRITE_ANY if if_version is None else _WRITE_ABSENT if if_version == 0 else _WRITE_IF
     row = conn.execute(sql, params).fetchone()
     if row is None:
@@ -181,28 +248,155 @@ def _search(conn: sqlite3.Connection, space: str, query: Query, where: PathFilte
     match = match_expression(query)
     params = {"space": space, "match": match, "limit": limit, **where.sql_params()}
     rows = conn.execute(_SEARCH, params).fetchall()
+    terms = terms_of([term.words for term in query.terms])
+    anchor = max((word for stems in terms for word in stems), key=len)
     hits = []
     for rowid, path, version, rank in rows:
-        snippet = conn.execute(_SNIPPET, (match, rowid)).fetchone()
-        text = str(snippet[0] or "") if snippet else ""
+        text = _windowed(conn, rowid, anchor, terms)
+        if text is None:
+            found = conn.execute(_SNIPPET, (match, rowid)).fetchone()
+            text = str(found[0] or "") if found else ""
         hits.append(StoredHit(str(path), -float(rank), one_line(text), int(version)))
     return hits
 
 
+def _windowed(conn: sqlite3.Connection, rowid: int, anchor: str, terms: Terms) -> str | None:
+    """The snippet of a document longer than ``SNIPPET_SCAN`` bytes, made from a window of its first
+    ``SNIPPET_SCAN`` bytes (of its first line when ``anchor``, the query's longest stem, is in them,
+    else of the rest) around the first place ``anchor`` appears; None for a shorter document, whose
+    whole text FTS5's ``snippet()`` may tokenize at a cost bounded by that size. The heads are read as
+    blobs, which reads only their first pages however long the text is."""
+    (title, title_big), (body, body_big) = (_head(conn, rowid, column) for column in ("title", "body"))
+    if not (title_big or body_big):
+        return None
+    head = (title if body is None or anchor in (title or "").lower() else body) or ""
+    at = max(head.lower().find(anchor), 0)
+    lead, window = SNIPPET_WINDOW
+    start = max(at - lead, 0)
+    cut = (start > 0, start + window < len(head) or title_big or body_big)
+    return snippet(Field.of(""), Field.of(head[start : start + window]), terms, cut)
+
+
+def _head(conn: sqlite3.Connection, rowid: int, column: str) -> tuple[str | None, bool]:
+    """The first ``SNIPPET_SCAN`` bytes of one column of a document (a character cut in two dropped),
+    and whether there is more; ``(None, False)`` for a NULL (a text without a newline has no body)."""
+    try:
+        with conn.blobopen("keepstate_documents", column, rowid, readonly=True) as blob:
+            return blob.read(SNIPPET_SCAN).decode("utf-8", "ignore"), len(blob) > SNIPPET_SCAN
+    except sqlite3.OperationalError:  # "cannot open value of type null"
+        return None, False
+
+
 def _records(conn: sqlite3.Connection, after: tuple[str, str]) -> list[DocumentRecord]:
     """The next ``RECORDS_PAGE`` documents after ``(space, path)``, tombstones included."""
-    return [DocumentRecord(str(space), str(path), int(version), join_title(title, body) if live else None,
-                           bytes(metadata) if live else b"{}", int(updated_at))
-            for space, path, version, live, title, body, metadata, updated_at
-            in conn.execute(_RECORDS, (*after, RECORDS_PAGE))]
+    return [
+        DocumentRecord(
+            str(space),
+            str(path),
+            int(version),
+            join_title(title, body) if live else None,
+            bytes(metadata) if live else b"{}",
+            int(updated_at),
+        )
+        for space, path, version, live, title, body, metadata, updated_at in conn.execute(
+            _RECORDS, (*after, RECORDS_PAGE)
+        )
+    ]
 
 
 def _restore(conn: sqlite3.Connection, record: DocumentRecord) -> None:
     title, body = (None, None) if record.text is None else split_title(record.text)
-    conn.execute(_RESTORE, {"space": record.space, "path": record.path, "version": record.version,
-                            "live": int(not record.deleted), "title": title, "body": body,
-                            "metadata": None if record.deleted else record.metadata,
-                            "updated_at": record.updated_at})
+    conn.execute(
+        _RESTORE,
+        {
+            "space": record.space,
+            "path": record.path,
+            "version": record.version,
+            "live": int(not record.deleted),
+            "title": title,
+            "body": body,
+            "metadata": None if record.deleted else record.metadata,
+            "updated_at": record.updated_at,
+        },
+    )
+
+
+# ---------------------------------------------------------------- semantic search (an exact scan)
+
+_PASSAGE_ROWS = (
+    "SELECT d.path, p.n, p.vector FROM keepstate_passages AS p JOIN keepstate_documents AS d ON d.id = p.document "
+    f"WHERE d.embedding = :key AND {_where('d')} ORDER BY d.path, p.n"
+)
+_HIT = (
+    "SELECT d.path, d.version, d.title, d.body, p.start, p.stop FROM keepstate_documents AS d "
+    "JOIN keepstate_passages AS p ON p.document = d.id WHERE d.space = ? AND d.path = ? AND p.n = ?"
+)
+_MARK = (
+    "UPDATE keepstate_documents SET embedding = :key "
+    "WHERE space = :space AND path = :path AND live = 1 AND version = :version RETURNING id"
+)
+_UNMARK_PASSAGES = "DELETE FROM keepstate_passages WHERE document = ?"
+_ADD_PASSAGE = "INSERT INTO keepstate_passages (document, n, start, stop, vector) VALUES (?, ?, ?, ?, ?)"
+_UNEMBEDDED = (
+    "SELECT space, path, version, title, body FROM keepstate_documents "
+    "WHERE (space, path) > (:space_after, :path_after) AND live = 1 AND {which} "
+    "AND (:only_space IS NULL OR space = :only_space) ORDER BY space, path LIMIT :limit"
+)
+_MISSING = _UNEMBEDDED.format(which="embedding IS NULL")
+_NOT_CURRENT = _UNEMBEDDED.format(which="embedding IS NOT :key")
+_COUNTS = (
+    "SELECT count(*) FILTER (WHERE embedding = :key), count(*) FROM keepstate_documents "
+    "WHERE live = 1 AND (:only_space IS NULL OR space = :only_space)"
+)
+
+
+def _nearest(
+    conn: sqlite3.Connection, space: str, key: str, vector: array[float], where: PathFilter, limit: int
+) -> list[StoredHit]:
+    """Every passage of the space's documents embedded with ``key`` that ``where`` admits, scored in
+    one read snapshot; the text of the best ``limit`` documents read after."""
+    params = {"space": space, "key": key, **where.sql_params()}
+    rows = conn.execute(_PASSAGE_ROWS, params).fetchall()
+    hits = []
+    for document, n, score in nearest_documents(vector, rows, limit):
+        path, version, title, body, start, stop = conn.execute(_HIT, (space, document, n)).fetchone()
+        hits.append(StoredHit(str(path), score, passage_snippet(join_title(title, body), start, stop), int(version)))
+    return hits
+
+
+def _attach(
+    conn: sqlite3.Connection, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]
+) -> bool:
+    """Give version ``version`` of the document its passages; False (nothing written) when the document
+    is at another version or deleted: its new text gets its own."""
+    row = conn.execute(_MARK, {"space": space, "path": path, "version": version, "key": key}).fetchone()
+    if row is None:
+        return False
+    conn.execute(_UNMARK_PASSAGES, (row[0],))
+    conn.executemany(_ADD_PASSAGE, [(row[0], n, p.start, p.stop, p.vector) for n, p in enumerate(passages)])
+    return True
+
+
+def _embedded_write(
+    written: DocumentWrite, key: str, passages: Sequence[StoredPassage], conn: sqlite3.Connection
+) -> int:
+    """``_write``, then ``_attach`` of its passages to the new version, in the caller's one transaction."""
+    version = _write(conn, *written.args)
+    _attach(conn, written.space, written.path, version, key, passages)
+    return version
+
+
+def _unembedded(
+    conn: sqlite3.Connection, key: str | None, space: str | None, after: tuple[str, str], limit: int
+) -> list[Unembedded]:
+    params = {"key": key, "only_space": space, "space_after": after[0], "path_after": after[1], "limit": limit}
+    rows = conn.execute(_MISSING if key is None else _NOT_CURRENT, params)
+    return [Unembedded(str(s), str(p), int(v), join_title(t, b)) for s, p, v, t, b in rows]
+
+
+def _counts(conn: sqlite3.Connection, key: str, space: str | None) -> tuple[int, int]:
+    done, total = conn.execute(_COUNTS, {"key": key, "only_space": space}).fetchone()
+    return int(done), int(total)
 
 
 class SqliteDocuments:
@@ -216,8 +410,9 @@ class SqliteDocuments:
         return self.db.read(partial(_read, space=space, path=path))
 
     def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
-        return self.db.write(partial(_write, space=space, path=path, text=text, metadata=metadata,
-                                     if_version=if_version, now=now))
+        return self.db.write(
+            partial(_write, space=space, path=path, text=text, metadata=metadata, if_version=if_version, now=now)
+        )
 
     def delete(self, space: str, path: str, if_version: int | None) -> bool:
         return self.db.write(partial(_delete, space=space, path=path, if_version=if_version))
@@ -237,11 +432,27 @@ class SqliteDocuments:
     def restore(self, record: DocumentRecord) -> None:
         self.db.write(partial(_restore, record=record))
 
+    def nearest(self, space: str, key: str, vector: array[float], where: PathFilter, limit: int) -> list[StoredHit]:
+        return self.db.read(partial(_nearest, space=space, key=key, vector=vector, where=where, limit=limit))
+
+    def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        return self.db.write(partial(_embedded_write, written, key, passages))
+
+    def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        return self.db.write(partial(_attach, space=space, path=path, version=version, key=key, passages=passages))
+
+    def unembedded(self, key: str | None, space: str | None, after: tuple[str, str], limit: int) -> list[Unembedded]:
+        return self.db.read(partial(_unembedded, key=key, space=space, after=after, limit=limit))
+
+    def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        return self.db.read(partial(_counts, key=key, space=space))
+
 
 class AsyncSqliteDocuments(DocumentsFacet):
     """The async face: writes group-committed by the file's writer thread; a read of one row on the
     caller's thread (microseconds), listings and searches on a worker thread, which may take
-    milliseconds and must not hold up the event loop."""
+    milliseconds and must not hold up the event loop: searches in a pool of their own, so that many
+    slow ones never hold up a listing or a request's body (``keepstate.offload``)."""
 
     def __init__(self, db: SqliteFile) -> None:
         self.db = db
@@ -250,28 +461,55 @@ class AsyncSqliteDocuments(DocumentsFacet):
     async def read(self, space: str, path: str) -> StoredDocument | None:
         return await self.db.aread(partial(_read, space=space, path=path))
 
-    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None,
-                    now: int) -> int:
-        return await self.db.awrite(partial(_write, space=space, path=path, text=text, metadata=metadata,
-                                            if_version=if_version, now=now))
+    async def write(self, space: str, path: str, text: str, metadata: bytes, if_version: int | None, now: int) -> int:
+        return await self.db.awrite(
+            partial(_write, space=space, path=path, text=text, metadata=metadata, if_version=if_version, now=now)
+        )
 
     async def delete(self, space: str, path: str, if_version: int | None) -> bool:
         return await self.db.awrite(partial(_delete, space=space, path=path, if_version=if_version))
 
     async def listing(self, space: str, where: PathFilter, after: str, limit: int) -> list[DocumentHead]:
-        return await asyncio.to_thread(self.db.read, partial(_list, space=space, where=where, after=after,
-                                                             limit=limit))
+        return await offload.run(
+            "scan", self.db.read, partial(_list, space=space, where=where, after=after, limit=limit)
+        )
 
     async def search(self, space: str, query: Query, where: PathFilter, limit: int) -> list[StoredHit]:
-        return await asyncio.to_thread(self.db.read, partial(_search, space=space, query=query, where=where,
-                                                             limit=limit))
+        return await offload.run(
+            "search", self.db.read, partial(_search, space=space, query=query, where=where, limit=limit)
+        )
 
     async def records(self) -> AsyncIterator[DocumentRecord]:
         after = ("", "")
-        while page := await asyncio.to_thread(self.db.read, partial(_records, after=after)):
+        while page := await offload.run("scan", self.db.read, partial(_records, after=after)):
             for record in page:
                 yield record
             after = (page[-1].space, page[-1].path)
 
     async def restore(self, record: DocumentRecord) -> None:
         await self.db.awrite(partial(_restore, record=record))
+
+    async def nearest(
+        self, space: str, key: str, vector: array[float], where: PathFilter, limit: int
+    ) -> list[StoredHit]:
+        return await offload.run(
+            "search", self.db.read, partial(_nearest, space=space, key=key, vector=vector, where=where, limit=limit)
+        )
+
+    async def write_embedded(self, written: DocumentWrite, key: str, passages: Sequence[StoredPassage]) -> int:
+        return await self.db.awrite(partial(_embedded_write, written, key, passages))
+
+    async def attach(self, space: str, path: str, version: int, key: str, passages: Sequence[StoredPassage]) -> bool:
+        return await self.db.awrite(
+            partial(_attach, space=space, path=path, version=version, key=key, passages=passages)
+        )
+
+    async def unembedded(
+        self, key: str | None, space: str | None, after: tuple[str, str], limit: int
+    ) -> list[Unembedded]:
+        return await offload.run(
+            "scan", self.db.read, partial(_unembedded, key=key, space=space, after=after, limit=limit)
+        )
+
+    async def embedding_counts(self, key: str, space: str | None) -> tuple[int, int]:
+        return await offload.run("scan", self.db.read, partial(_counts, key=key, space=space))

@@ -101,5 +101,3 @@ class SqliteEngine(SqliteFamily):
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         self._file.migrate(component, steps)
-
-

@@ -63,8 +63,9 @@ def head_of(row: Any, now: int) -> Head:
     """The ``Head`` of a row of ``COLUMNS``, judged at ``now``."""
     version, kind, value, size, length, base, expires_at = row
     live = kind != "d" and (expires_at is None or expires_at > now)
-    return Head(int(version), kind, None if value is None else bytes(value), int(size), int(length), int(base),
-                expires_at, live)
+    return Head(
+        int(version), kind, None if value is None else bytes(value), int(size), int(length), int(base), expires_at, live
+    )
 
 
 def read_head(conn: sqlite3.Connection, ns: str, key: str, now: int) -> Head:
@@ -87,8 +88,9 @@ def expiry(ttl_ms: int | None, head: Head, now: int) -> int | None:
     return head.expires_at if head.live else None
 
 
-def set_value(conn: sqlite3.Connection, ns: str, key: str, stored: str, version: int, data: bytes,
-              expires_at: int | None) -> int:
+def set_value(
+    conn: sqlite3.Connection, ns: str, key: str, stored: str, version: int, data: bytes, expires_at: int | None
+) -> int:
     """Store a plain value over a row of kind ``stored`` (a list's segments go with the kind, by
     trigger); its version."""
     if stored == "v":
@@ -98,8 +100,17 @@ def set_value(conn: sqlite3.Connection, ns: str, key: str, stored: str, version:
     return version
 
 
-def set_list(conn: sqlite3.Connection, ns: str, key: str, stored: str, version: int, size: int, length: int,
-             base: int, expires_at: int | None) -> tuple[int, int]:
+def set_list(
+    conn: sqlite3.Connection,
+    ns: str,
+    key: str,
+    stored: str,
+    version: int,
+    size: int,
+    length: int,
+    base: int,
+    expires_at: int | None,
+) -> tuple[int, int]:
     """Store a list's header over a row of kind ``stored`` (its segments already written) at ``version``
     with its JSON size, length and base; ``(version, length)``."""
     if stored == "l":

@@ -49,6 +49,13 @@ _RESTORE = (
     "value = excluded.value, size = excluded.size, length = 0, base = 0, expires_at = excluded.expires_at"
 )
 
+_COPY = (
+    f"INSERT INTO keepstate_kv (ns, key, {COLUMNS}) SELECT ?, key, {COLUMNS} FROM keepstate_kv WHERE ns = ? AND {LIVE} "
+    "ON CONFLICT (ns, key) DO UPDATE SET version = max(excluded.version, version + 1), kind = excluded.kind, "
+    "value = excluded.value, size = excluded.size, length = excluded.length, base = excluded.base, "
+    "expires_at = excluded.expires_at"
+)
+"""A namespace's live headers into another (emptied first), each version kept above the target row's own."""
 
 # ---------------------------------------------------------------- reads
 
@@ -77,16 +84,18 @@ def records(conn: sqlite3.Connection) -> list[StateRecord]:
     for row in conn.execute(_RECORDS).fetchall():
         ns, key, head = row[0], row[1], head_of(row[2:], now)
         live = entry(conn, ns, key, head)
-        found.append(StateRecord(ns, key, head.version, None, None) if live is None
-                     else StateRecord(ns, key, head.version, live.data, live.expires_at))
+        found.append(
+            StateRecord(ns, key, head.version, None, None)
+            if live is None
+            else StateRecord(ns, key, head.version, live.data, live.expires_at)
+        )
     return found
 
 
 # ---------------------------------------------------------------- writes
 
 
-def put(conn: sqlite3.Connection, ns: str, key: str, data: bytes, if_version: int | None,
-        ttl_ms: int | None) -> int:
+def put(conn: sqlite3.Connection, ns: str, key: str, data: bytes, if_version: int | None, ttl_ms: int | None) -> int:
     now = now_ms()
     expires_at = None if ttl_ms is None else now + ttl_ms
     if if_version is None:
@@ -108,8 +117,9 @@ def delete(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) 
     return head.live
 
 
-def incr(conn: sqlite3.Connection, ns: str, key: str, by: int, if_version: int | None,
-         ttl_ms: int | None) -> tuple[int, int]:
+def incr(
+    conn: sqlite3.Connection, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None
+) -> tuple[int, int]:
     now = now_ms()
     head = checked(conn, ns, key, if_version, now)
     # a list built by append has no stored value: it is no integer either
@@ -117,8 +127,9 @@ def incr(conn: sqlite3.Connection, ns: str, key: str, by: int, if_version: int |
     return value, set_value(conn, ns, key, head.kind, head.version + 1, str(value).encode(), expiry(ttl_ms, head, now))
 
 
-def update(conn: sqlite3.Connection, ns: str, key: str, patcher: Patcher, if_version: int | None,
-           ttl_ms: int | None) -> tuple[bytes, int]:
+def update(
+    conn: sqlite3.Connection, ns: str, key: str, patcher: Patcher, if_version: int | None, ttl_ms: int | None
+) -> tuple[bytes, int]:
     """``patcher`` called on the current value inside the caller's write transaction, then stored."""
     now = now_ms()
     head = checked(conn, ns, key, if_version, now)
@@ -132,12 +143,21 @@ def drop(conn: sqlite3.Connection, ns: str) -> None:
     conn.execute(_DROP, (ns,))
 
 
+def copy(conn: sqlite3.Connection, source: str, target: str) -> None:
+    """Make namespace ``target`` hold ``source``'s live keys — values, lists, versions, expiries — and
+    nothing else (a step of ``SqliteDatabase.fork_session``, inside its transaction)."""
+    drop(conn, target)
+    conn.execute(_COPY, (target, source, now_ms()))
+    segments.copy(conn, source, target)
+
+
 def restore(conn: sqlite3.Connection, record: StateRecord) -> None:
     if record.data is None:
         conn.execute(_RESTORE, (record.ns, record.key, record.version, "d", None, 0, None))
     else:
-        conn.execute(_RESTORE, (record.ns, record.key, record.version, "v", record.data, len(record.data),
-                                record.expires_at))
+        conn.execute(
+            _RESTORE, (record.ns, record.key, record.version, "v", record.data, len(record.data), record.expires_at)
+        )
 
 
 def sweep(conn: sqlite3.Connection, limit: int) -> int:

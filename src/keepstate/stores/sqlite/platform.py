@@ -7,11 +7,11 @@ few statements of one operation are atomic together, also against other processe
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ... import offload
 from ...errors import NotFound, SessionBusy
 from .. import dump
 from ..base import PlatformFacet
@@ -30,6 +30,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..session_forks import Forked
 from ..sql import platform as sql
 from .db import SqliteFile
 
@@ -73,8 +74,17 @@ class SqlitePlatform(PlatformFacet):
         rows = await self._read(lambda c: c.execute(sql.LIST_KEYS, (env,)).fetchall())
         return [sql.key_from_row(row) for row in rows]
 
-    async def revoke_key(self, env: str, key_id: str) -> bool:
-        return await self.db.awrite(lambda c: c.execute(sql.REVOKE_KEY, (env, key_id)).rowcount > 0)
+    async def revoke_key(self, env: str, key_id: str, now: int) -> list[str] | None:
+        """One transaction of the file's one writer: a claim by the key comes wholly before or after it."""
+
+        def write(conn: sqlite3.Connection) -> list[str] | None:
+            if conn.execute(sql.REVOKE_KEY, (env, key_id)).rowcount == 0:
+                return None
+            ended = [row[0] for row in conn.execute(sql.END_CLAIMS_OF, (key_id,)).fetchall()]
+            conn.executemany(sql.INTERRUPT_RUN, [(now, run_id) for run_id in ended])
+            return ended
+
+        return await self.db.awrite(write)
 
     async def has_keys(self) -> bool:
         return await self._read(lambda c: c.execute(sql.ANY_KEY).fetchone() is not None)
@@ -94,6 +104,9 @@ class SqlitePlatform(PlatformFacet):
     # sessions
     async def create_session(self, session: StoredSession) -> tuple[StoredSession, bool]:
         return await self.db.awrite(lambda conn: _insert_session(conn, session))
+
+    async def bind_user(self, env: str, user: str, owner: str) -> str:
+        return await self.db.awrite(lambda conn: str(conn.execute(sql.BIND_USER, (env, user, owner)).fetchone()[0]))
 
     async def register_session(self, session: StoredSession, agent: str) -> tuple[StoredSession, bool]:
         """One transaction of the file's one writer: a session delete comes wholly before or after it."""
@@ -191,11 +204,13 @@ class SqlitePlatform(PlatformFacet):
         query = sql.has_queued(agents)
         return await self._read(lambda c: c.execute(query, (env, *agents, now)).fetchone() is not None)
 
-    async def claim(self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int) -> Claimed | None:
+    async def claim(
+        self, env: str, agents: list[str], token_hash: str, lease_until: int, now: int, claimer: str
+    ) -> Claimed | None:
         query = sql.claim(agents)
 
         def write(conn: sqlite3.Connection) -> Claimed | None:
-            row = conn.execute(query, (token_hash, lease_until, env, *agents, now)).fetchone()
+            row = conn.execute(query, (token_hash, lease_until, claimer, env, *agents, now, claimer)).fetchone()
             if row is None:
                 return None
             invocation = sql.invocation_from_row(row)
@@ -263,7 +278,7 @@ class SqlitePlatform(PlatformFacet):
         def read(conn: sqlite3.Connection) -> list[AgentStats]:
             return agent_stats(*(conn.execute(query, params).fetchall() for query in queries))
 
-        return await asyncio.to_thread(self.db.read, read)
+        return await offload.run("scan", self.db.read, read)
 
     async def purge_runs(self, before: int, limit: int) -> int:
         def write(conn: sqlite3.Connection) -> int:
@@ -274,14 +289,14 @@ class SqlitePlatform(PlatformFacet):
         return await self.db.awrite(write)
 
     async def count_purgeable(self, before: int) -> int:
-        row = await asyncio.to_thread(self.db.read, lambda c: c.execute(sql.COUNT_PURGEABLE, (before,)).fetchone())
+        row = await offload.run("scan", self.db.read, lambda c: c.execute(sql.COUNT_PURGEABLE, (before,)).fetchone())
         return int(row[0])
 
     async def dump(self, table: str) -> list[dict[str, Any]]:
         dump.check_table(table, [])
 
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-            cursor = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            cursor = conn.execute(f"SELECT * FROM {table} ORDER BY {dump.order_by(table)}")
             columns = [column[0] for column in cursor.description]
             return [dump.encode_row(columns, row) for row in cursor.fetchall()]
 
@@ -303,7 +318,7 @@ class SqlitePlatform(PlatformFacet):
 
 def _insert_session(conn: sqlite3.Connection, s: StoredSession) -> tuple[StoredSession, bool]:
     """Insert unless the id exists; the session as stored and whether it is new."""
-    cur = conn.execute(sql.INSERT_SESSION, (s.env, s.id, s.owner, s.user, s.metadata, s.created_at))
+    cur = conn.execute(sql.INSERT_SESSION, sql.session_params(s))
     row = conn.execute(sql.GET_SESSION, (s.env, s.id)).fetchone()
     return sql.session_from_row(row), cur.rowcount > 0
 
@@ -342,3 +357,17 @@ def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int
     agents = [row[0] for row in conn.execute(sql.SESSION_AGENTS, sql.of_session(env, session_id))]
     conn.execute(sql.DELETE_SESSION_AGENTS, (env, session_id))
     return agents
+
+
+def fork_session(conn: sqlite3.Connection, source: StoredSession, fork: StoredSession) -> Forked | None:
+    """The platform's part of a fork (a step of ``SqliteDatabase.fork_session``): the fork's row and the
+    source's agents recorded in it; None when the source is gone."""
+    row = conn.execute(sql.GET_SESSION, (source.env, source.id)).fetchone()
+    if row is None or sql.session_from_row(row).made != source.made:
+        return None
+    stored, created = _insert_session(conn, fork)
+    if not created:
+        return Forked(stored, False, [])
+    agents = [agent for (agent,) in conn.execute(sql.SESSION_AGENTS, sql.of_session(source.env, source.id))]
+    conn.executemany(sql.INSERT_SESSION_AGENT, [(fork.env, fork.id, agent) for agent in agents])
+    return Forked(stored, True, agents)

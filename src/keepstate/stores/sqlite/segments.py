@@ -29,7 +29,7 @@ from ...clock import now_ms
 from ...errors import NotAList
 from ..lists import appended_size, check_append, join_items, split_list
 from ..records import ListPage
-from .heads import Head, checked, expiry, read_head, set_list
+from .heads import Head, checked, expiry, read_head, set_list, set_value
 
 SEGMENT_BYTES = 3 * 1024
 """A segment's text stays under this (unless one item is larger): with its key and sizes, it fits
@@ -59,6 +59,12 @@ _REWRITE = (
 _DROP_ONE = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start = ?"
 _DROP_BELOW = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ? AND start < ? RETURNING bytes"
 _DROP_ALL = "DELETE FROM keepstate_kv_segments WHERE ns = ? AND key = ?"
+_COPY = (
+    "INSERT INTO keepstate_kv_segments (ns, key, start, items, sizes, bytes) "
+    "SELECT k.ns, s.key, s.start, s.items, s.sizes, s.bytes FROM keepstate_kv_segments s "
+    "JOIN keepstate_kv k ON k.ns = ? AND k.key = s.key AND k.kind = 'l' WHERE s.ns = ?"
+)
+"""The segments of the lists a copy just wrote into a namespace (emptied first, so it holds no others)."""
 
 
 # ---------------------------------------------------------------- one segment
@@ -89,7 +95,7 @@ class _Segment:
         offset = self.offset(low)
         found = []
         for size in self.sizes[low:high]:
-            found.append(self.raw[offset:offset + size])
+            found.append(self.raw[offset : offset + size])
             offset += size + 1
         return found
 
@@ -156,12 +162,14 @@ def append(conn: sqlite3.Connection, ns: str, key: str, new: Sequence[bytes], tt
     size = appended_size(head.size, head.length, [len(item) for item in new])
     check_append(size)
     _pack(conn, ns, key, new, head.base + head.length)
-    return set_list(conn, ns, key, head.kind, head.version + 1, size, head.length + len(new), head.base,
-                    expiry(ttl_ms, head, now))
+    return set_list(
+        conn, ns, key, head.kind, head.version + 1, size, head.length + len(new), head.base, expiry(ttl_ms, head, now)
+    )
 
 
-def trim(conn: sqlite3.Connection, ns: str, key: str, keep_last: int, if_version: int | None,
-         ttl_ms: int | None) -> tuple[int, int]:
+def trim(
+    conn: sqlite3.Connection, ns: str, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None
+) -> tuple[int, int]:
     """Drop the oldest items so that at most ``keep_last`` remain; ``(0, 0)``, writing nothing, when absent."""
     now = now_ms()
     head = checked(conn, ns, key, if_version, now)
@@ -193,13 +201,27 @@ def pop(conn: sqlite3.Connection, ns: str, key: str, if_version: int | None) -> 
     count = len(last.sizes)
     (item,) = last.pieces(count - 1, count)
     if count > 1:
-        _rewrite(conn, ns, key, last.start, last.start, last.raw[:last.offset(count - 1) - 1], last.sizes[:-1])
+        _rewrite(conn, ns, key, last.start, last.start, last.raw[: last.offset(count - 1) - 1], last.sizes[:-1])
     else:
         conn.execute(_DROP_ONE, (ns, key, last.start))
     length = head.length - 1
     size = head.size - len(item) - 1 if length else 2
     version, _ = set_list(conn, ns, key, head.kind, head.version + 1, size, length, head.base, expiry(None, head, now))
     return item, version, length
+
+
+def copy(conn: sqlite3.Connection, source: str, target: str) -> None:
+    """The items of every list ``kv.copy`` copied from ``source`` into ``target``."""
+    conn.execute(_COPY, (target, source))
+
+
+def keep_first(conn: sqlite3.Connection, ns: str, key: str, n: int) -> None:
+    """Cut a list to its first ``n`` items, stored whole until its next append splits it (a write; its
+    expiry kept); an absent key stays absent; NotAList for another value (a fork's cut)."""
+    kept = items(conn, ns, key, 0, n)
+    if kept is not None:
+        head = read_head(conn, ns, key, now_ms())
+        set_value(conn, ns, key, head.kind, head.version + 1, join_items(kept.items), head.expires_at)
 
 
 def as_list(conn: sqlite3.Connection, ns: str, key: str, head: Head) -> Head:
@@ -262,6 +284,7 @@ def _cut(conn: sqlite3.Connection, ns: str, key: str, cut: int) -> int:
     return freed
 
 
-def _rewrite(conn: sqlite3.Connection, ns: str, key: str, start: int, new_start: int, raw: bytes,
-             sizes: list[int]) -> None:
+def _rewrite(
+    conn: sqlite3.Connection, ns: str, key: str, start: int, new_start: int, raw: bytes, sizes: list[int]
+) -> None:
     conn.execute(_REWRITE, (new_start, raw.decode(), ",".join(map(str, sizes)), len(raw), ns, key, start))

@@ -22,7 +22,7 @@ from ...clock import now_ms
 from ..base import StateFacet
 from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
 from . import kv, segments
-from .db import SqliteFile
+from .db import SqliteFile, version_guard
 from .heads import COLUMNS, HEAD, head_of
 
 COMPONENT = "state"
@@ -83,9 +83,13 @@ STEPS = [
         DELETE FROM keepstate_kv_segments WHERE ns = OLD.ns AND key = OLD.key;
     END;
     """,
+    # v3: no write takes a version past the highest one (``records.version_limit``)
+    version_guard("keepstate_kv"),
 ]
 
 drop = kv.drop
+copy = kv.copy
+keep_first = segments.keep_first
 
 
 @lru_cache(maxsize=16)
@@ -95,9 +99,7 @@ def _header_with(scalar: str) -> str:
     return f"SELECT ({scalar}), {columns} FROM (SELECT 1) LEFT JOIN keepstate_kv AS kv ON kv.ns = ? AND kv.key = ?"
 
 
-def read_with(
-    db: SqliteFile, scalar: str, params: tuple[object, ...], ns: str, key: str
-) -> tuple[Any, Entry | None]:
+def read_with(db: SqliteFile, scalar: str, params: tuple[object, ...], ns: str, key: str) -> tuple[Any, Entry | None]:
     """One entry and ``scalar`` (a SELECT of one value from another table of the file, with
     ``params``) in one statement, so one snapshot: the server reads a run token's lease with the
     value its GET asks for. A list's segments take a second read. Plain, not async: the caller
@@ -161,22 +163,25 @@ class SqliteState:
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return self.db.read(partial(segments.items, ns=ns, key=key, start=start, limit=limit))
 
-    def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]:
-        return self.db.write(partial(segments.trim, ns=ns, key=key, keep_last=keep_last, if_version=if_version,
-                                     ttl_ms=ttl_ms))
+    def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return self.db.write(
+            partial(segments.trim, ns=ns, key=key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
+        )
 
     def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
         return self.db.write(partial(segments.pop, ns=ns, key=key, if_version=if_version))
 
-    def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-             ttl_ms: int | None = None) -> tuple[int, int]:
+    def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         return self.db.write(partial(kv.incr, ns=ns, key=key, by=by, if_version=if_version, ttl_ms=ttl_ms))
 
-    def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-               ttl_ms: int | None = None) -> tuple[bytes, int]:
-        return self.db.write(partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version,
-                                     ttl_ms=ttl_ms))
+    def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
+        return self.db.write(partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms))
 
     def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return self.db.write(partial(kv.batch, ops=ops))
@@ -196,8 +201,9 @@ class AsyncSqliteState(StateFacet):
         """Reads take microseconds on a WAL snapshot: done on the event loop's thread."""
         return _read_entry(self.db, ns, key)
 
-    async def put(self, ns: str, key: str, data: bytes, if_version: int | None = None,
-                  ttl_ms: int | None = None) -> int:
+    async def put(
+        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> int:
         return await self.db.awrite(partial(kv.put, ns=ns, key=key, data=data, if_version=if_version, ttl_ms=ttl_ms))
 
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
@@ -225,22 +231,27 @@ class AsyncSqliteState(StateFacet):
     async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return await self.db.aread(partial(segments.items, ns=ns, key=key, start=start, limit=limit))
 
-    async def trim(self, ns: str, key: str, keep_last: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
-        return await self.db.awrite(partial(segments.trim, ns=ns, key=key, keep_last=keep_last,
-                                            if_version=if_version, ttl_ms=ttl_ms))
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        return await self.db.awrite(
+            partial(segments.trim, ns=ns, key=key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
+        )
 
     async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
         return await self.db.awrite(partial(segments.pop, ns=ns, key=key, if_version=if_version))
 
-    async def incr(self, ns: str, key: str, by: int, if_version: int | None = None,
-                   ttl_ms: int | None = None) -> tuple[int, int]:
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
         return await self.db.awrite(partial(kv.incr, ns=ns, key=key, by=by, if_version=if_version, ttl_ms=ttl_ms))
 
-    async def update(self, ns: str, key: str, patcher: Patcher, if_version: int | None = None,
-                     ttl_ms: int | None = None) -> tuple[bytes, int]:
-        return await self.db.awrite(partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version,
-                                            ttl_ms=ttl_ms))
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
+        return await self.db.awrite(
+            partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
+        )
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return await self.db.awrite(partial(kv.batch, ops=ops))
