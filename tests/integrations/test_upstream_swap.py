@@ -34,3 +34,14 @@ def test_the_shim_runs_the_suite_on_the_stand_in(name: str, tmp_path: Path, monk
     assert result.counts["passed"] >= 2, result.summary()
     built = set(log.read_text().split()) if log.exists() else set()
     assert classes <= built, f"the suite built {built or 'no stand-in'}, expected {classes}\n{result.tail()}"
+
+
+@pytest.mark.timeout(upstream_run.SUITE_TIMEOUT_S + 60)
+def test_langgraphs_timed_stream_tests_pass_on_a_slow_clock(tmp_path: Path) -> None:
+    """The four langgraph tests that time their chunks pass when each duration reads three times as
+    long, as on a loaded machine: their windows are widened, their chunks still compared."""
+    upstream.require(upstream_run.SUITES["langgraph"].sdist)
+    timed = "test_stream_subgraphs_during_execution or test_stream_buffering_single_node"
+    result = upstream_run.run("langgraph", "framework", tmp_path, plugins=("slow_clock",), args=("-k", timed))
+    assert result.returncode == 0 and result.counts["failed"] + result.counts["errors"] == 0, result.tail()
+    assert result.counts["passed"] == 4, result.summary()
