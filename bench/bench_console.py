@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "console"))
 from console_support import Seeded, in_process, seed, sign_in
 
-from keepstate.platform.memory import MemoryApi, View, space_of
+from keepstate.memory_rules import View, space_of
+from keepstate.platform.memory import MemoryApi
 from keepstate.platform.service import Platform
 
 from .timing import table

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import keepstate
 
 PUBLIC = {
@@ -97,3 +100,15 @@ def test_memory_types_are_what_the_store_gives() -> None:
         assert [type(hit) for hit in hits] == [keepstate.Hit] and hits[0].path == "users/u1/prefs"
     finally:
         store.close()
+
+
+def test_the_sdk_and_the_embedded_store_load_none_of_the_servers_modules() -> None:
+    """``import keepstate.client`` (and ``keepstate``) brings the SDK and the embedded store, never the
+    server's rules or routes: those modules, and Starlette and uvicorn with them, stay unloaded."""
+    probe = (
+        "import sys, keepstate.client, keepstate; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith("
+        "('keepstate.platform', 'keepstate.server', 'starlette', 'uvicorn')))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == [], f"importing the SDK loaded {done.stdout.strip()}"

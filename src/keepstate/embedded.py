@@ -24,14 +24,14 @@ from .clock import now_ms
 from .embedders import Embedder, load_embedder
 from .errors import InvalidRequest, KeepstateError, StoreClosed, VersionConflict
 from .memory import Memory, StoreMemoryOps
+from .memory_rules import View, space_of
 from .per_loop import per_loop_databases
-from .platform.memory import View, space_of
-from .platform.service import metadata_data, name_field
 from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
 from .stores import forks, open_database
 from .stores.base import FACET_HINTS, Database, StateFacet, SyncDocumentsFacet, SyncStateFacet, redact
 from .stores.faces import EventLoopThread
 from .stores.records import BatchOp, ListPage, StoredSession
+from .values import metadata_data, name_field
 
 UNOWNED = ""
 """The owner of a session registered without one: no key's id, so only the admins of its environment

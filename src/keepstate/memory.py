@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import orjson
 
+from . import embedding
 from .clock import now_ms
 from .embedders import Embedder
 from .errors import NotFound
-from .platform import embedding
-from .platform.memory import (
+from .memory_rules import (
     View,
     check_after,
     check_metadata,

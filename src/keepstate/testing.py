@@ -30,7 +30,7 @@ from .embedded import Store, StoreOps
 from .embedded import open as open_store
 from .errors import KeepstateError, NoSession, NoUser
 from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
-from .platform.memory import View, space_of
+from .memory_rules import View, space_of
 from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]

@@ -37,7 +37,7 @@ import orjson
 
 from . import values
 from .errors import KeepstateError
-from .platform.memory import View, check_metadata, check_text, document_path, space_of
+from .memory_rules import View, check_metadata, check_text, document_path, space_of
 from .scope import check_namespace, check_version
 from .stores import capabilities_of, dump, open_database
 from .stores.base import LEASE_SPACES, Database, DocumentsFacet, LeaseFacet, PlatformFacet, StateFacet, redact

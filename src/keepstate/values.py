@@ -409,3 +409,24 @@ def _string_problem(text: str) -> str | None:
     except UnicodeEncodeError:
         return "string holds a lone surrogate"
     return None
+
+
+def metadata_data(metadata: object) -> bytes:
+    """A session's metadata as stored: an object, at most 1 MiB encoded."""
+    if not isinstance(metadata, dict):
+        raise InvalidRequest("metadata must be an object")
+    data = encode(metadata)
+    check_size(len(data), "metadata")
+    return data
+
+
+def name_field(body: dict[str, Any], name: str, required: bool = False) -> str | None:
+    """A string field in the key charset (ids, agent and user names)."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidRequest(f"{name} is required")
+        return None
+    if not is_key(value):
+        raise InvalidRequest(f"{name} must be a string of 1-200 of A-Z a-z 0-9 . _ : -")
+    return str(value)

@@ -18,9 +18,9 @@ import keepstate
 import meaning
 from backends import declaring, with_vector_indexes
 from keepstate.embedders import Embedder, load_embedder
+from keepstate.embedding import reindex
 from keepstate.memory import Memory
 from keepstate.passages import split_passages
-from keepstate.platform.embedding import reindex
 from keepstate.stores import open_database
 from keepstate.stores.documents import DocumentWrite, PathFilter, StoredPassage
 

@@ -16,7 +16,7 @@ import keepstate
 import meaning
 from backends import declaring, with_vector_indexes
 from keepstate.embedders import load_embedder
-from keepstate.platform.embedding import reindex
+from keepstate.embedding import reindex
 from keepstate.stores import open_database
 from store_workers import run_all
 

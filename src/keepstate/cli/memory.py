@@ -49,7 +49,7 @@ def reindex(store: str, embedder: str, agent: str | None, env: str) -> None:
     """Embed every document not embedded with --embedder, in batches, while servers serve."""
     from ..embedders import load_embedder
     from ..errors import KeepstateError
-    from ..platform.memory import space_of
+    from ..memory_rules import space_of
     from ..stores import capabilities_of
 
     with quiet_libraries(), store_errors(store, "reindex"):
@@ -67,7 +67,7 @@ def reindex(store: str, embedder: str, agent: str | None, env: str) -> None:
 
 async def _reindex(url: str, embedder: Embedder, space: str | None) -> tuple[int, int]:
     """How many documents were embedded, and how many are embedded with it now."""
-    from ..platform.embedding import reindex as embed_pending
+    from ..embedding import reindex as embed_pending
     from ..stores import open_database
 
     database = open_database(url)

@@ -27,6 +27,7 @@ from ..stores.records import (
     StoredRun,
     StoredSession,
 )
+from ..values import metadata_data, name_field
 from . import auth
 from .forking import fork_cuts
 from .models import Caller, Page
@@ -465,30 +466,9 @@ def queue_timeout_ms(seconds: object) -> int:
     raise InvalidRequest(f"queue_timeout must be a number of seconds from {low} to {high}")
 
 
-def metadata_data(metadata: object) -> bytes:
-    """A session's metadata as stored: an object, at most 1 MiB encoded."""
-    if not isinstance(metadata, dict):
-        raise InvalidRequest("metadata must be an object")
-    data = values.encode(metadata)
-    values.check_size(len(data), "metadata")
-    return data
-
-
 def require(caller: Caller, *roles: str) -> None:
     if caller.role not in roles:
         raise Forbidden(f"this call needs a key with role {' or '.join(roles)}, not {caller.role}")
-
-
-def name_field(body: dict[str, Any], name: str, required: bool = False) -> str | None:
-    """A string field in the key charset (ids, agent and user names)."""
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InvalidRequest(f"{name} is required")
-        return None
-    if not values.is_key(value):
-        raise InvalidRequest(f"{name} must be a string of 1-200 of A-Z a-z 0-9 . _ : -")
-    return str(value)
 
 
 def cursor(after: str | None) -> int:

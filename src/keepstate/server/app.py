@@ -24,9 +24,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..embedders import load_embedder
+from ..embedding import RETRY_S, EmbeddingRetry
 from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
-from ..platform.embedding import RETRY_S, EmbeddingRetry
 from ..platform.memory import MemoryApi
 from ..platform.service import DEFAULT_QUEUE_TIMEOUT_S
 from ..platform.session_stores import open_session_stores

@@ -22,7 +22,8 @@ from starlette.routing import Route
 
 from ..embedders import Embedder
 from ..errors import InvalidRequest
-from ..platform.memory import MemoryApi, View, admin_view, run_view
+from ..memory_rules import View
+from ..platform.memory import MemoryApi, admin_view, run_view
 from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
 from ..scope import check_if_version
 from ..semantic import describe

@@ -16,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ...errors import InvalidRequest, NoEmbedder
-from ...platform.memory import MemoryApi, View, admin_view
+from ...memory_rules import View
+from ...platform.memory import MemoryApi, admin_view
 from ...platform.models import Caller
 from ...semantic import HYBRID, SEMANTIC, TEXT
 from ...stores.documents import DocumentHead, StoredHit

@@ -17,15 +17,15 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..embedders import Embedder
-from ..errors import KeepstateError
-from ..passages import split_passages
-from ..semantic import SEMANTIC, TEXT, depth, fuse, stored_passages
-from ..stores.base import DocumentsFacet, SyncDocumentsFacet
-from ..stores.documents import DocumentWrite, StoredHit, Unembedded
+from .embedders import Embedder
+from .errors import KeepstateError
+from .passages import split_passages
+from .semantic import SEMANTIC, TEXT, depth, fuse, stored_passages
+from .stores.base import DocumentsFacet, SyncDocumentsFacet
+from .stores.documents import DocumentWrite, StoredHit, Unembedded
 
 if TYPE_CHECKING:
-    from .memory import Search
+    from .memory_rules import Search
 
 log = logging.getLogger("keepstate.memory")
 BATCH = 16
