@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, cast
 
+from . import values
 from .batch import Planned
-from .client.invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
-from .client.records import Claim, Run
+from .client import calls
+from .client.invocation import AsyncInvocation, AsyncState, EventItem, HoldRequested, Invocation, State
+from .client.records import Claim, Emitted, Run, RunEvent
 from .embedded import Store, StoreOps
 from .embedded import open as open_store
 from .errors import KeepstateError, NoSession, NoUser
@@ -53,9 +56,21 @@ class Held:
 
 @dataclass
 class Recorder:
-    """Child runs an agent started with ``inv.start_run`` (nothing runs them in a test)."""
+    """Child runs an agent started with ``inv.start_run`` (nothing runs them in a test), and the events
+    it emitted with ``inv.emit`` / ``inv.emit_many`` (seq counting from 1 per recorder, so a hold and its
+    resume given one recorder continue the count, as a run's log does)."""
 
     runs: list[Run] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+
+    def emit(self, events: list[EventItem]) -> Emitted:
+        """Record ``events`` (checked as a worker's emit checks them before sending); the last seq."""
+        items = [calls.event_item(event) for event in events]
+        values.encode([item["data"] for item in items])  # InvalidValue (with its path) as before a send
+        at = int(time.time() * 1000)
+        for item in items:
+            self.events.append(RunEvent(len(self.events) + 1, item.get("type", "message"), item["data"], at))
+        return Emitted(len(self.events), False)
 
     def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:
         run = Run(
@@ -227,7 +242,11 @@ def run_agent(
     try:
         state = State(*(Scope(ops) for ops in _scope_ops(opened, claim)))
         inv = Invocation(
-            claim, state, lambda a, i, s: recorder.start(claim, a, i, s), Memory(_memory_ops(opened, claim))
+            claim,
+            state,
+            lambda a, i, s: recorder.start(claim, a, i, s),
+            Memory(_memory_ops(opened, claim)),
+            recorder.emit,
         )
         try:
             return fn(inv)
@@ -259,11 +278,14 @@ async def arun_agent(
     async def start(a: str, i: Any, s: str | None) -> Run:
         return recorder.start(claim, a, i, s)
 
+    async def emit(events: list[EventItem]) -> Emitted:
+        return recorder.emit(events)
+
     try:
         state = AsyncState(*(AsyncScope(AsyncOps(ops)) for ops in _scope_ops(opened, claim)))
         try:
             memory = AsyncMemory(InlineAsyncMemoryOps(_memory_ops(opened, claim)))
-            return await fn(AsyncInvocation(claim, state, start, memory))
+            return await fn(AsyncInvocation(claim, state, start, memory, emit))
         except HoldRequested as hold:
             return Held(hold.request, claim.run_id)
     finally:
