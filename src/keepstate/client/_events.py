@@ -24,8 +24,8 @@ connecting, reading and sleeping, each in a few lines.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any
 
 import httpx
@@ -176,10 +176,11 @@ class EventStream:
         when it cannot be retried, or once reconnecting has failed for ``RECONNECT_WINDOW`` seconds."""
         if error is not None and not retryable(error):
             raise error
-        now = time.monotonic()
+        now = monotonic()
         if self._fresh:
             self._failures, self._failing_since = 0, None
-        self._failing_since = self._failing_since or now
+        if self._failing_since is None:
+            self._failing_since = now
         if error is not None and now - self._failing_since > RECONNECT_WINDOW:
             raise error
         wait = _core.backoff(self._failures)
