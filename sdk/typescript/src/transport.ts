@@ -153,7 +153,7 @@ export class Sender {
       const init = { method: call.method, headers: { ...this.headers(call), ...headers }, signal: controller.signal };
       response = await this.config.fetch(this.url(call), init);
     } catch (error) {
-      throw this.unreachable(error as Error);
+      throw this.unreachable(error as Error, 0); // no server said when: the reader's own backoff decides
     } finally {
       clearTimeout(timer);
     }
@@ -197,10 +197,10 @@ export class Sender {
     return headers;
   }
 
-  private unreachable(error: Error): KeepstateError {
+  private unreachable(error: Error, retryAfter = 1): KeepstateError {
     const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
     const detail = [error.message, cause?.code ?? cause?.message].filter(Boolean).join(": ");
-    return new Unavailable(`cannot reach keepstate at ${this.config.baseUrl}: ${detail}`, { retryAfter: 1 });
+    return new Unavailable(`cannot reach keepstate at ${this.config.baseUrl}: ${detail}`, { retryAfter });
   }
 }
 

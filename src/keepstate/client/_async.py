@@ -22,7 +22,7 @@ from ..per_loop import PerLoop
 from ..scope import AsyncScope
 from . import _core, calls
 from ._core import Call, Config
-from ._events import EventStream
+from ._events import EventStream, dropped
 from .invocation import AsyncHttpOps
 from .memory_calls import AsyncHttpMemoryOps, CallerMemory
 from .records import Agent, EventPage, Key, Run, RunEvent, Session
@@ -220,7 +220,7 @@ class AsyncRuns:
                     if (event := stream.feed(line)) is not None:
                         yield event
         except httpx.TransportError as error:
-            raise _core.transport_error(error, self._sender.config) from error
+            raise dropped(error, self._sender.config) from error
 
     async def _drain(self, stream: EventStream) -> AsyncGenerator[RunEvent, None]:
         while True:

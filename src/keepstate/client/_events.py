@@ -191,6 +191,12 @@ class EventStream:
         return wait
 
 
+def dropped(error: httpx.TransportError, config: Config) -> Unavailable:
+    """A connection that failed or dropped, as ``Unavailable`` with no ``retry_after`` of its own (no
+    server said when to come back: the stream's backoff decides)."""
+    return Unavailable(_core.transport_error(error, config).message, retry_after=0)
+
+
 def retryable(error: KeepstateError) -> bool:
     """A stream reconnects after a server it cannot reach, or one that answers 502/503/504 (not after
     its own client was closed)."""

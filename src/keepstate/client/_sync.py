@@ -20,7 +20,7 @@ from ..memory import Memory
 from ..scope import Scope
 from . import _core, calls
 from ._core import Call, Config
-from ._events import EventStream
+from ._events import EventStream, dropped
 from .invocation import HttpOps
 from .memory_calls import CallerMemory, HttpMemoryOps
 from .records import Agent, EventPage, Key, Run, RunEvent, Session
@@ -209,7 +209,7 @@ class Runs:
                     if (event := stream.feed(line)) is not None:
                         yield event
         except httpx.TransportError as error:
-            raise _core.transport_error(error, self._sender.config) from error
+            raise dropped(error, self._sender.config) from error
 
     def _drain(self, stream: EventStream) -> Generator[RunEvent, None, None]:
         while True:
