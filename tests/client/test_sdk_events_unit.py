@@ -33,7 +33,7 @@ def status(seq: int, value: str) -> dict[str, Any]:
 
 
 def sse(item: dict[str, Any]) -> bytes:
-    return f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item)}\n\n".encode()
+    return f"id: {item['seq']}\nevent: {item['type']}\ndata: {json.dumps(item, ensure_ascii=False)}\n\n".encode()
 
 
 class Dropped(httpx.SyncByteStream, httpx.AsyncByteStream):
@@ -229,10 +229,18 @@ def test_events_reads_a_page() -> None:
 
 
 def test_the_parser_follows_the_sse_rules() -> None:
+    """Split anywhere (one byte at a time, inside a UTF-8 character too), lines ended by CR LF, CR or LF
+    and by nothing else: U+2028, U+0085 and the other breaks of ``str.splitlines`` stay in the data."""
     parser = SseParser()
-    lines = [": hello", "id: 4", "event: token", 'data: {"a":', "data:  1}", "retry: 10", "", "", "data: x", ""]
-    found = [parsed for line in lines if (parsed := parser.feed(line)) is not None]
-    assert found == [("4", "token", '{"a":\n 1}'), (None, "message", "x")]
+    text = ': hi\r\nid: 4\r\nevent: token\r\ndata: {"a":\rdata:  "\u2028\x85\u00e9"}\nretry: 9\r\n\r\n\ndata: x\n\n'
+    raw = text.encode()
+    found = [event for n in range(len(raw)) for event in parser.push(raw[n : n + 1])]
+    assert found == [("4", "token", '{"a":\n "\u2028\x85\u00e9"}'), (None, "message", "x")]
+
+
+async def test_data_with_the_line_breaks_json_leaves_unescaped_arrives_whole(seqs: Any) -> None:
+    script = Script([Connection([event(1, data="a\u2028b\x85c\u2029"), status(2, "done")])])
+    assert await seqs(script) == [1, 2]
 
 
 def test_run_agent_records_what_the_agent_emits() -> None:

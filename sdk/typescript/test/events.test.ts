@@ -147,6 +147,11 @@ describe("runs.stream against a scripted server", () => {
     assert.deepEqual(await seqs(), [1]);
   });
 
+  it("keeps in the data the line breaks JSON leaves unescaped (U+2028, U+0085)", async () => {
+    script.reset([{ events: [event(1, "token", "a\u2028b\u0085c\u2029"), status(2, "done")] }]);
+    assert.deepEqual(await seqs(), [1, 2]);
+  });
+
   it("throws a refusal as its class, without retrying it", async () => {
     script.reset([{ status: 404, refusal: { error: "not_found", message: "no such run" } }]);
     await assert.rejects(seqs(), NotFound);

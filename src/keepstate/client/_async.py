@@ -216,8 +216,8 @@ class AsyncRuns:
             async with http.stream("GET", path, params=params, headers=headers, timeout=stream.timeout()) as response:
                 refusal = await response.aread() if response.status_code != 200 else b""
                 stream.opened(response.status_code, response.headers.get("content-type"), refusal)
-                async for line in response.aiter_lines():
-                    if (event := stream.feed(line)) is not None:
+                async for chunk in response.aiter_bytes():
+                    for event in stream.feed(chunk):
                         yield event
         except httpx.TransportError as error:
             raise dropped(error, self._sender.config) from error

@@ -24,7 +24,9 @@ connecting, reading and sleeping, each in a few lines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import codecs
+import re
+from collections.abc import Iterator
 from time import monotonic
 from typing import Any
 
@@ -43,14 +45,33 @@ RECONNECT_WINDOW = 60.0
 EVENT_STREAM = "text/event-stream"
 
 
-@dataclass(slots=True)
 class SseParser:
-    """Server-Sent Events, as the WHATWG rules read them: fields ``id``, ``event``, ``data`` (lines
-    joined with newlines), comments (``:``) and unknown fields ignored, an event dispatched at a blank line."""
+    """Server-Sent Events, as the WHATWG rules read them, from bytes split anywhere: UTF-8, lines ended by
+    CR LF, LF or CR alone (not by the other breaks ``str.splitlines`` knows, such as U+2028, which JSON
+    leaves unescaped inside a string), fields ``id``, ``event``, ``data`` (lines joined with newlines),
+    comments (``:``) and unknown fields ignored, an event dispatched at a blank line."""
 
-    _id: str | None = None
-    _type: str = ""
-    _data: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._id: str | None = None
+        self._type = ""
+        self._data: list[str] = []
+
+    def push(self, chunk: bytes) -> list[tuple[str | None, str, str]]:
+        """Take the next bytes; the events ``(id, type, data)`` they complete."""
+        text = self._buffer + self._decoder.decode(chunk)
+        found = []
+        start = 0
+        for end in _LINE_END.finditer(text):
+            if end.group() == "\r" and end.end() == len(text):
+                break  # its LF may come with the next chunk
+            event = self.feed(text[start : end.start()])
+            start = end.end()
+            if event is not None:
+                found.append(event)
+        self._buffer = text[start:]
+        return found
 
     def feed(self, line: str) -> tuple[str | None, str, str] | None:
         """Take one line (without its end); ``(id, type, data)`` when it completes an event."""
@@ -68,14 +89,13 @@ class SseParser:
             self._id = value
         return None
 
-    def reset(self) -> None:
-        """Forget a half-read event (its connection ended before its blank line)."""
-        self._id, self._type, self._data = None, "", []
-
     def _dispatch(self) -> tuple[str | None, str, str] | None:
         found = (self._id, self._type or "message", "\n".join(self._data)) if self._data else None
-        self.reset()
+        self._id, self._type, self._data = None, "", []
         return found
+
+
+_LINE_END = re.compile("\r\n|\r|\n")
 
 
 def parse_event(seq: str | None, kind: str, data: str) -> RunEvent:
@@ -117,7 +137,7 @@ class EventStream:
             headers["last-event-id"] = str(self.last)
         self._connections += 1
         self._fresh = False
-        self.parser.reset()
+        self.parser = SseParser()
         return call.path, _core.query(after=self.last or None), headers
 
     def timeout(self) -> httpx.Timeout:
@@ -131,13 +151,12 @@ class EventStream:
         if not (content_type or "").startswith(EVENT_STREAM):
             raise KeepstateError(f"the server answered {content_type!r} where an event stream was asked")
 
-    def feed(self, line: str) -> RunEvent | None:
-        """One line of the stream; the event to yield when it completes one past the last seq."""
-        found = self.parser.feed(line)
-        if found is None:
-            return None
-        event = parse_event(*found)
-        return self.take(event)
+    def feed(self, chunk: bytes) -> Iterator[RunEvent]:
+        """The next bytes of the stream; the events they complete that are past the last seq (each taken
+        as the last only once it is yielded)."""
+        for found in self.parser.push(chunk):
+            if (event := self.take(parse_event(*found))) is not None:
+                yield event
 
     def take(self, event: RunEvent) -> RunEvent | None:
         """``event`` when it is past the last seq yielded (and then it is the last), else None."""

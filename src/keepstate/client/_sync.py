@@ -205,9 +205,8 @@ class Runs:
             ) as response:
                 refusal = response.read() if response.status_code != 200 else b""
                 stream.opened(response.status_code, response.headers.get("content-type"), refusal)
-                for line in response.iter_lines():
-                    if (event := stream.feed(line)) is not None:
-                        yield event
+                for chunk in response.iter_bytes():
+                    yield from stream.feed(chunk)
         except httpx.TransportError as error:
             raise dropped(error, self._sender.config) from error
 
