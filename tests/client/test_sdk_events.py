@@ -21,6 +21,7 @@ from sdk_helpers import Keys, make_key
 
 import keepstate
 from keepstate.client import AsyncClient, AsyncInvocation, AsyncWorker, Client, Invocation, Run, RunEvent, Worker
+from keepstate.client._events import EventStream
 from serverproc import ServerInfo, running_server
 
 HANG_S = 60
@@ -229,13 +230,24 @@ def test_refused_emits_raise_the_sdks_errors_and_write_nothing(
     assert [e.data for e in events if e.type == "message"] == list(range(100))
 
 
-def test_a_stream_resumes_across_a_server_killed_and_started_again(tmp_path: Path, agent_name: str) -> None:
+def test_a_stream_resumes_across_a_server_killed_and_started_again(
+    tmp_path: Path, agent_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server dies (SIGKILL) once the stream has yielded the first part; it comes back on the same
     SQLite file and port; only then does the agent write the rest. The stream, reading in a thread all
     along, reconnects by itself (refused until the new server listens) with Last-Event-ID, and yields
     the rest: every seq once, none missing."""
     store = f"sqlite:///{tmp_path / 'server.db'}"
     first_part, restarted = threading.Event(), threading.Event()
+    resumed_from: list[str | None] = []
+    request = EventStream.request
+
+    def recorded(stream: EventStream) -> tuple[str, dict[str, str], dict[str, str]]:
+        path, params, headers = request(stream)
+        resumed_from.append(headers.get("last-event-id"))
+        return path, params, headers
+
+    monkeypatch.setattr(EventStream, "request", recorded)
     events: list[RunEvent] = []
     failures: list[BaseException] = []
 
@@ -280,3 +292,5 @@ def test_a_stream_resumes_across_a_server_killed_and_started_again(tmp_path: Pat
     worker.close()
     assert [e.data for e in events if e.type == "token"] == list("abcdef")
     assert_whole_log(events, "abcdef")
+    seq_of_c = next(e.seq for e in events if e.data == "c")
+    assert resumed_from[0] is None and resumed_from[1:] and set(resumed_from[1:]) == {str(seq_of_c)}

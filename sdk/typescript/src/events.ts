@@ -95,7 +95,10 @@ export class SseParser {
   }
 }
 
-/** A run event from one SSE event: `id` its seq, `event` its type, `data` the JSON of the event. */
+/**
+ * A run event from one SSE message: its `data` is the event as JSON, `{seq, type, data, at}`, as in a
+ * page (its `id` and `event` repeat the seq and the type).
+ */
 export function parseMessage(message: SseMessage): RunEvent {
   let wire: unknown;
   try {
@@ -103,11 +106,10 @@ export function parseMessage(message: SseMessage): RunEvent {
   } catch {
     throw new KeepstateError(`the event stream sent data that is not JSON: ${message.data.slice(0, 80)}`);
   }
-  if (wire !== null && typeof wire === "object" && !Array.isArray(wire) && "seq" in wire && "data" in wire) {
-    return parseRunEvent({ type: message.type, ...wire });
+  if (wire === null || typeof wire !== "object" || Array.isArray(wire)) {
+    throw new KeepstateError(`the event stream sent data that is not an event: ${message.data.slice(0, 80)}`);
   }
-  if (message.id === undefined) throw new KeepstateError(`the event stream sent an event without an id: ${message.data.slice(0, 80)}`);
-  return { seq: Number(message.id), type: message.type, data: wire, at: null };
+  return parseRunEvent({ seq: message.id, type: message.type, ...wire });
 }
 
 /** A stream reconnects after a server it cannot reach, or one that answers 502/503/504. */

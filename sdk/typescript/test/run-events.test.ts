@@ -45,6 +45,8 @@ describe("run events", () => {
   let server: Server;
   let client: Client;
   let workerKey: string;
+  /** What the workers warned about (an agent's throw), kept out of the test's output. */
+  const warnings: string[] = [];
 
   before(async () => {
     server = await startServer({ lease: LONG_LEASE });
@@ -56,7 +58,8 @@ describe("run events", () => {
   /** Start a run of a fresh agent served by `fn` once; the run's id and the worker's end. */
   async function serveOnce(fn: (inv: Invocation) => unknown): Promise<{ runId: string; served: Promise<number> }> {
     const agent = agentName("events");
-    const worker = new Worker(server.url, { key: workerKey, claimWait: 1 }).agent(agent, fn);
+    const logger = { warn: (message: string) => void warnings.push(message) };
+    const worker = new Worker(server.url, { key: workerKey, claimWait: 1, logger }).agent(agent, fn);
     const run = await client.runs.start(agent);
     return { runId: run.id, served: worker.run({ stopAfter: 1 }) };
   }
@@ -128,6 +131,7 @@ describe("run events", () => {
     await served;
     assert.deepEqual(seen, [false, true]);
     assert.deepEqual(events.at(-1)?.data, { status: "cancelled" });
+    assert.match(warnings.join("\n"), /stopped: cancelled/);
   });
 
   it("the chat screen of docs/typescript.md runs as written", async () => {

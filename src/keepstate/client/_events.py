@@ -99,17 +99,15 @@ _LINE_END = re.compile("\r\n|\r|\n")
 
 
 def parse_event(seq: str | None, kind: str, data: str) -> RunEvent:
-    """A run event from one SSE event: ``id`` is its seq, ``event`` its type, ``data`` the JSON of the
-    event (``{seq, type, data, at}``)."""
+    """A run event from one SSE message: its ``data`` is the event as JSON, ``{seq, type, data, at}``, as
+    in a page (its ``id`` and ``event`` repeat the seq and the type)."""
     try:
         wire = orjson.loads(data)
     except orjson.JSONDecodeError as error:
         raise KeepstateError(f"the event stream sent data that is not JSON: {data[:80]!r}") from error
-    if isinstance(wire, dict) and "seq" in wire and "data" in wire:
-        return RunEvent.from_dict({"type": kind, **wire})
-    if seq is None:
-        raise KeepstateError(f"the event stream sent an event without an id: {data[:80]!r}")
-    return RunEvent(int(seq), kind, wire)
+    if not isinstance(wire, dict):
+        raise KeepstateError(f"the event stream sent data that is not an event: {data[:80]!r}")
+    return RunEvent.from_dict({"seq": seq, "type": kind, **wire})
 
 
 class EventStream:
