@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, cast
 
-from . import values
 from .batch import Planned
 from .client import calls
 from .client.invocation import AsyncInvocation, AsyncState, EventItem, HoldRequested, Invocation, State
 from .client.records import Claim, Emitted, Run, RunEvent
+from .clock import now_ms
 from .embedded import Store, StoreOps
 from .embedded import open as open_store
-from .errors import KeepstateError, NoSession, NoUser
+from .errors import KeepstateError, NoSession, NoUser, TooLarge
 from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
 from .platform.memory import View, space_of
+from .platform.run_events import check_events
+from .protocol import MAX_RUN_EVENTS
 from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
@@ -64,12 +65,15 @@ class Recorder:
     events: list[RunEvent] = field(default_factory=list)
 
     def emit(self, events: list[EventItem]) -> Emitted:
-        """Record ``events`` (checked as a worker's emit checks them before sending); the last seq."""
+        """Record ``events``, refused as a server refuses them (1-100 a call, the type's form, 64 KiB of
+        data, 10,000 a recorder: ``InvalidRequest``, ``TooLarge``, nothing recorded); the last seq."""
         items = [calls.event_item(event) for event in events]
-        values.encode([item["data"] for item in items])  # InvalidValue (with its path) as before a send
-        at = int(time.time() * 1000)
-        for item in items:
-            self.events.append(RunEvent(len(self.events) + 1, item.get("type", "message"), item["data"], at))
+        checked = check_events(items)
+        if len(self.events) + len(checked) > MAX_RUN_EVENTS:
+            raise TooLarge(f"a run's log holds at most {MAX_RUN_EVENTS} events")
+        at = now_ms()
+        for (kind, _), item in zip(checked, items, strict=True):
+            self.events.append(RunEvent(len(self.events) + 1, kind, item["data"], at))
         return Emitted(len(self.events), False)
 
     def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:

@@ -259,3 +259,13 @@ def test_run_agent_records_what_the_agent_emits() -> None:
         run_agent(lambda inv: inv.emit_many([{"text": "no data"}]))
     with pytest.raises(keepstate.InvalidValue):
         run_agent(lambda inv: inv.emit(float("nan")))
+    for refused, error in [
+        (lambda inv: inv.emit("x", type="Not A Type"), keepstate.InvalidRequest),
+        (lambda inv: inv.emit("x", type="run.status"), keepstate.InvalidRequest),
+        (lambda inv: inv.emit_many([]), keepstate.InvalidRequest),
+        (lambda inv: inv.emit_many([{"data": n} for n in range(101)]), keepstate.TooLarge),
+        (lambda inv: inv.emit("x" * 64 * 1024), keepstate.TooLarge),
+    ]:
+        with pytest.raises(error):
+            run_agent(refused, children=recorder)
+    assert len(recorder.events) == 3, "a refused emit records nothing"
