@@ -10,6 +10,7 @@ waits are bounded by HANG_S so a broken promise fails instead of hanging.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -294,3 +295,30 @@ def test_a_stream_resumes_across_a_server_killed_and_started_again(
     assert_whole_log(events, "abcdef")
     seq_of_c = next(e.seq for e in events if e.data == "c")
     assert resumed_from[0] is None and resumed_from[1:] and set(resumed_from[1:]) == {str(seq_of_c)}
+
+
+def test_a_stream_on_one_server_gets_what_a_worker_emits_through_another(pg_url: str, agent_name: str) -> None:
+    """Two servers on one PostgreSQL: the worker talks to the first, the caller streams from the second;
+    the rest is written only once the second's stream has yielded the first part, so it must cross."""
+    key = f"ks_pair_{secrets.token_urlsafe(24)}"
+    halfway = threading.Event()
+    with (
+        running_server(pg_url, admin_key=key, lease=LONG_LEASE_S) as first,
+        running_server(pg_url, admin_key=key, lease=LONG_LEASE_S) as second,
+    ):
+        keys = Keys(member=make_key(first, "member"), worker=make_key(first, "worker"))
+
+        def typing(inv: Invocation) -> str:
+            inv.emit_many([{"type": "token", "data": t} for t in ("a", "b")])
+            assert halfway.wait(HANG_S), "the other server's stream never yielded the first part"
+            inv.emit_many([{"type": "token", "data": t} for t in ("c", "d")])
+            return "abcd"
+
+        events = []
+        with one_run(first, keys, agent_name, typing) as (_, run), Client(second.url, key=keys.member) as client:
+            for event in client.runs.stream(run.id):
+                events.append(event)
+                if event.data == "b":
+                    halfway.set()
+    assert [e.data for e in events if e.type == "token"] == list("abcd")
+    assert_whole_log(events, "abcd")
