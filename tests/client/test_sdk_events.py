@@ -322,3 +322,30 @@ def test_a_stream_on_one_server_gets_what_a_worker_emits_through_another(pg_url:
                     halfway.set()
     assert [e.data for e in events if e.type == "token"] == list("abcd")
     assert_whole_log(events, "abcd")
+
+
+def test_a_stream_stays_open_through_a_hold_and_the_resume(sdk_server: ServerInfo, keys: Keys, agent_name: str) -> None:
+    """The decision is given only once the stream has yielded the hold: the same stream then yields the
+    resume's events and ends with it."""
+
+    def approve(inv: Invocation) -> str:
+        if inv.kind == "start":
+            inv.emit("asking")
+            inv.hold({"question": "go?"})
+        inv.emit("going")
+        return "went"
+
+    worker = Worker(sdk_server.url, key=keys.worker, claim_wait=1)
+    worker.agent(agent_name)(approve)
+    events = []
+    with one_run(sdk_server, keys, agent_name, approve) as (client, run):
+        for event in client.runs.stream(run.id):
+            events.append(event)
+            if event.data == {"status": "held"}:
+                client.runs.decide(run.id, approved=True)
+                serve_once(worker).join(HANG_S)
+    worker.close()
+    assert [e.data for e in events if e.type == "message"] == ["asking", "going"]
+    statuses = [e.data["status"] for e in events if e.type == "run.status"]
+    assert statuses == ["queued", "running", "held", "queued", "running", "done"]
+    assert_whole_log(events, "went")
