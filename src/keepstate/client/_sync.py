@@ -182,7 +182,8 @@ class Runs:
         """The run's events past ``after`` as they are written, each once and in seq order, until the run
         has ended (done, failed, cancelled, expired, interrupted; a held run's stream waits through the
         hold). A dropped connection is made again by itself from the last seq yielded (``_events.py``).
-        ``close()`` the iterator (or leave its ``for`` loop) to close the connection."""
+        ``close()`` the iterator (or drop it: leave a ``for`` loop over ``runs.stream(...)``) to close the
+        connection."""
         stream = EventStream(self._sender.config, run_id, after)
         while True:
             try:

@@ -52,7 +52,7 @@ class Budget:
 
 def heartbeat_answered(inv: _Facts, beat: Heartbeat) -> float:
     """Mirror a heartbeat's answer onto the invocation (as an emit's is); the seconds until the next one."""
-    inv.answered(beat.cancel_requested)
+    inv._mirror_cancel(beat.cancel_requested)
     return beat.lease_seconds / 3
 
 

@@ -8,8 +8,8 @@ and ``keepstate.testing`` gives the same classes ops straight on an embedded sto
 
 ``emit(data, type="message")`` and ``emit_many(events)`` append to the run's event log (what a caller
 streams with ``client.runs.stream``); their answer, like a heartbeat's, brings ``cancel_requested``,
-which both mirror onto the invocation through ``_Facts.answered`` (once True, it stays True: a cancel
-is never withdrawn, and an older heartbeat's answer arriving late must not hide a newer one).
+which both mirror onto the invocation through ``_Facts._mirror_cancel`` (once True, it stays True: a
+cancel is never withdrawn, and an older heartbeat's answer arriving late must not hide a newer one).
 
 ``hold(request)`` raises ``HoldRequested``, a ``BaseException`` like ``KeyboardInterrupt``, so an
 agent's ``except Exception`` cannot swallow it by accident; the worker catches it and holds the run.
@@ -214,12 +214,12 @@ class _Facts:
         """End this invocation with the run held for a decision on ``request``. Save progress first."""
         raise HoldRequested(request)
 
-    def answered(self, cancel_requested: bool) -> None:
+    def _mirror_cancel(self, cancel_requested: bool) -> None:
         """Mirror a heartbeat's or an emit's ``cancel_requested``; once True it stays True."""
         self.cancel_requested = self.cancel_requested or bool(cancel_requested)
 
     def _emitted(self, answer: Emitted) -> int:
-        self.answered(answer.cancel_requested)
+        self._mirror_cancel(answer.cancel_requested)
         return answer.seq
 
     def __repr__(self) -> str:
