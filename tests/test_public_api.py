@@ -32,6 +32,8 @@ PUBLIC = {
     "AsyncInvocation",
     "Key",
     "Run",
+    "RunEvent",
+    "EventPage",
     "Session",
     # errors
     "KeepstateError",
@@ -103,10 +105,10 @@ def test_memory_types_are_what_the_store_gives() -> None:
 
 
 def test_the_sdk_and_the_embedded_store_load_none_of_the_servers_modules() -> None:
-    """``import keepstate.client`` (and ``keepstate``) brings the SDK and the embedded store, never the
+    """``import keepstate.client`` (and ``keepstate``, ``keepstate.testing``) brings the SDK and the embedded store, never the
     server's rules or routes: those modules, and Starlette and uvicorn with them, stay unloaded."""
     probe = (
-        "import sys, keepstate.client, keepstate; "
+        "import sys, keepstate.client, keepstate, keepstate.testing; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith("
         "('keepstate.platform', 'keepstate.server', 'starlette', 'uvicorn')))))"
     )

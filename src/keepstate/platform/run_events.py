@@ -22,19 +22,13 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .. import values
 from ..clock import now_ms
-from ..errors import InvalidRequest, TooLarge, Unauthorized
+from ..errors import Unauthorized
+from ..event_rules import check_events
 from ..protocol import (
-    DEFAULT_EVENT_TYPE,
-    EVENT_TYPE_CHARS,
-    MAX_EMIT_EVENTS,
-    MAX_EVENT_BYTES,
-    MAX_EVENT_TYPE,
     MAX_RUN_EVENTS,
-    PLATFORM_EVENT_PREFIX,
 )
-from ..stores.records import FINAL, NewEvent, StoredEvent, StoredRun
+from ..stores.records import FINAL, StoredEvent, StoredRun
 from . import auth
 from .models import Caller
 from .service import Platform, require
@@ -143,31 +137,3 @@ def next_after(run: StoredRun, events: list[StoredEvent], after: int) -> int | N
     if events:
         return None if events[-1].ends else events[-1].seq
     return None if run.status in FINAL else after
-
-
-def check_events(given: object) -> list[NewEvent]:
-    """An emit's events, checked whole before anything is written."""
-    if not isinstance(given, list) or not given:
-        raise InvalidRequest(f"events must be a list of 1-{MAX_EMIT_EVENTS} events {{type?, data}}")
-    if len(given) > MAX_EMIT_EVENTS:
-        raise TooLarge(f"an emit writes at most {MAX_EMIT_EVENTS} events, not {len(given)}")
-    return [check_event(event, index) for index, event in enumerate(given)]
-
-
-def check_event(event: object, index: int) -> NewEvent:
-    where = f"events[{index}]"
-    if not isinstance(event, dict) or "data" not in event or not set(event) <= {"type", "data"}:
-        raise InvalidRequest(f"{where} must be an object {{type?, data}} with data")
-    kind = check_type(event.get("type", DEFAULT_EVENT_TYPE), where)
-    data = values.encode(event["data"])
-    if len(data) > MAX_EVENT_BYTES:
-        raise TooLarge(f"{where}.data is {len(data)} bytes as JSON, over the limit of {MAX_EVENT_BYTES}")
-    return kind, data
-
-
-def check_type(kind: object, where: str) -> str:
-    if not isinstance(kind, str) or not 0 < len(kind) <= MAX_EVENT_TYPE or not set(kind) <= EVENT_TYPE_CHARS:
-        raise InvalidRequest(f"{where}.type must be 1-{MAX_EVENT_TYPE} of a-z 0-9 . _ -")
-    if kind.startswith(PLATFORM_EVENT_PREFIX):
-        raise InvalidRequest(f"{where}.type: types starting {PLATFORM_EVENT_PREFIX!r} are the platform's own")
-    return kind

@@ -1,0 +1,48 @@
+"""What a worker's run event may be: I/O-free, shared by the server (``platform/run_events.py``) and
+``keepstate.testing``'s recorder, which refuses what the server refuses without loading the server.
+
+An emit is 1-100 events ``{type?, data}``; a type is 1-64 of ``a-z 0-9 . _ -`` (default ``message``),
+never starting ``run.`` (the platform's own); data is any JSON value of at most 64 KiB.
+"""
+
+from __future__ import annotations
+
+from . import values
+from .errors import InvalidRequest, TooLarge
+from .protocol import (
+    DEFAULT_EVENT_TYPE,
+    EVENT_TYPE_CHARS,
+    MAX_EMIT_EVENTS,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_TYPE,
+    PLATFORM_EVENT_PREFIX,
+)
+from .stores.records import NewEvent
+
+
+def check_events(given: object) -> list[NewEvent]:
+    """An emit's events, checked whole before anything is written."""
+    if not isinstance(given, list) or not given:
+        raise InvalidRequest(f"events must be a list of 1-{MAX_EMIT_EVENTS} events {{type?, data}}")
+    if len(given) > MAX_EMIT_EVENTS:
+        raise TooLarge(f"an emit writes at most {MAX_EMIT_EVENTS} events, not {len(given)}")
+    return [check_event(event, index) for index, event in enumerate(given)]
+
+
+def check_event(event: object, index: int) -> NewEvent:
+    where = f"events[{index}]"
+    if not isinstance(event, dict) or "data" not in event or not set(event) <= {"type", "data"}:
+        raise InvalidRequest(f"{where} must be an object {{type?, data}} with data")
+    kind = check_type(event.get("type", DEFAULT_EVENT_TYPE), where)
+    data = values.encode(event["data"])
+    if len(data) > MAX_EVENT_BYTES:
+        raise TooLarge(f"{where}.data is {len(data)} bytes as JSON, over the limit of {MAX_EVENT_BYTES}")
+    return kind, data
+
+
+def check_type(kind: object, where: str) -> str:
+    if not isinstance(kind, str) or not 0 < len(kind) <= MAX_EVENT_TYPE or not set(kind) <= EVENT_TYPE_CHARS:
+        raise InvalidRequest(f"{where}.type must be 1-{MAX_EVENT_TYPE} of a-z 0-9 . _ -")
+    if kind.startswith(PLATFORM_EVENT_PREFIX):
+        raise InvalidRequest(f"{where}.type: types starting {PLATFORM_EVENT_PREFIX!r} are the platform's own")
+    return kind
