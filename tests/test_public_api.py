@@ -105,8 +105,9 @@ def test_memory_types_are_what_the_store_gives() -> None:
 
 
 def test_the_sdk_and_the_embedded_store_load_none_of_the_servers_modules() -> None:
-    """``import keepstate.client`` (and ``keepstate``, ``keepstate.testing``) brings the SDK and the embedded store, never the
-    server's rules or routes: those modules, and Starlette and uvicorn with them, stay unloaded."""
+    """``import keepstate.client`` (and ``keepstate``, ``keepstate.testing``) brings the SDK and the
+    embedded store, never the server's rules or routes: those modules, Starlette and uvicorn stay
+    unloaded."""
     probe = (
         "import sys, keepstate.client, keepstate, keepstate.testing; "
         "print(' '.join(sorted(m for m in sys.modules if m.startswith("
