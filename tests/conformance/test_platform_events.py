@@ -95,6 +95,25 @@ async def test_a_failed_a_cancelled_and_a_requested_cancel_each_log_their_status
     assert statuses(await log_of(repo, asked.id)) == ["queued", "running", "cancelled"]
 
 
+async def test_a_double_text_that_interrupts_logs_the_runs_it_cancels(repo: PlatformFacet) -> None:
+    """``multitask="interrupt"`` cancels the session's queued run and asks its running one to stop: the
+    queued run's log ends ``cancelled``, the running one's says nothing until its worker ends it."""
+    sid = await session(repo)
+    first = new_run("ev-dt", sid)
+    await repo.start_run(first, "k1", start_inv(first))
+    claimed = await claim(repo, "ev-dt", token=uid("tok"))
+    assert claimed is not None and claimed.run.id == first.id
+    waiting = new_run("ev-dt", sid)
+    await repo.start_run(waiting, "k1", start_inv(waiting), "enqueue")
+    newest = new_run("ev-dt", sid)
+    await repo.start_run(newest, "k1", start_inv(newest), "interrupt")
+    assert statuses(await log_of(repo, waiting.id)) == ["queued", "cancelled"]
+    assert statuses(await log_of(repo, first.id)) == ["queued", "running"]
+    await repo.finish(claimed.invocation.id, claimed.invocation.token_hash or "", Outcome("fail", b"{}"), now_ms())
+    assert statuses(await log_of(repo, first.id)) == ["queued", "running", "cancelled"]
+    assert statuses(await log_of(repo, newest.id)) == ["queued"]
+
+
 async def test_the_sweeps_and_a_revocation_log_the_status_they_give(repo: PlatformFacet) -> None:
     lost, _ = await start(repo, new_run("ev-lost"))
     assert await claim(repo, "ev-lost", lease_ms=-1_000) is not None

@@ -82,18 +82,28 @@ export function deleteSession(id: string): Call<void> {
 
 // -- runs ---------------------------------------------------------------------------------------
 
+/**
+ * What starting a run does while its session has a run queued or running: `reject` (the default) throws
+ * `SessionBusy`; `enqueue` queues it to start once the turns before it are done, in start order;
+ * `interrupt` cancels the session's queued runs, requests the cancel of its running one (its worker sees
+ * `cancelRequested`) and queues it behind that one. A held run is neither waited for nor interrupted.
+ */
+export type Multitask = "reject" | "enqueue" | "interrupt";
+
 export interface StartOptions {
   sessionId?: string;
   idempotencyKey?: string;
   /** Seconds (1–86400) the run may stay queued before it becomes `expired`; default the server's. */
   queueTimeout?: number;
+  /** While the session has a run queued or running: `reject` (the server's default), `enqueue`, `interrupt`. */
+  multitask?: Multitask;
 }
 
 /** Start a run; with a run `token` it is a child of the token's run. */
 export function startRun(agent: string, input: unknown, options: StartOptions, token?: string): Call<Run> {
   const body = encode({
     agent, input, session_id: options.sessionId, idempotency_key: options.idempotencyKey,
-    queue_timeout: checkSeconds(options.queueTimeout, "queueTimeout"),
+    queue_timeout: checkSeconds(options.queueTimeout, "queueTimeout"), multitask: options.multitask,
   });
   return { method: "POST", path: "/v0/runs", body, token, parse: parseRun, safe: options.idempotencyKey !== undefined };
 }

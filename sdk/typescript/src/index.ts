@@ -11,7 +11,7 @@ export { Batch } from "./batch.js";
 export type { BatchResult } from "./batch.js";
 export { Agents, CallerState, Client, Keys, Runs, Sessions } from "./client.js";
 export type { ClientOptions } from "./client.js";
-export type { EventItem, ForkFields, RunFilter, SessionFields, StartOptions } from "./calls.js";
+export type { EventItem, ForkFields, Multitask, RunFilter, SessionFields, StartOptions } from "./calls.js";
 export {
   ERRORS, Forbidden, InvalidKey, InvalidRequest, InvalidValue, KeepstateError, LeaseLost, NoEmbedder, NoSession,
   NotAList, NotAnInteger, NotFound, NotHeld, NoUser, SessionBusy, SessionLocked, TooLarge, Unauthorized,

@@ -149,8 +149,13 @@ class AsyncRuns:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         queue_timeout: float | None = None,
+        multitask: calls.Multitask | None = None,
     ) -> Run:
-        return await self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
+        """``Runs.start``, awaited: ``multitask`` is ``"reject"`` (the default), ``"enqueue"`` or ``"interrupt"``."""
+        call = calls.start_run(
+            agent, input, session_id, idempotency_key, queue_timeout=queue_timeout, multitask=multitask
+        )
+        return await self._send(call)
 
     async def get(self, run_id: str) -> Run:
         return await self._send(calls.get_run(run_id))

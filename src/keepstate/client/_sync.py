@@ -133,10 +133,17 @@ class Runs:
         session_id: str | None = None,
         idempotency_key: str | None = None,
         queue_timeout: float | None = None,
+        multitask: calls.Multitask | None = None,
     ) -> Run:
-        """Queue a run. SessionBusy while another turn of the session is queued or running. ``queue_timeout``
-        (seconds, 1-86400; the server's default, 600, when None): still queued that long, it expires."""
-        return self._send(calls.start_run(agent, input, session_id, idempotency_key, queue_timeout=queue_timeout))
+        """Queue a run. ``queue_timeout`` (seconds, 1-86400; the server's default, 600, when None): still
+        queued that long, it expires. ``multitask`` says what happens while another turn of the session is
+        queued or running: ``"reject"`` (the default) raises SessionBusy; ``"enqueue"`` queues the run to
+        start once the turns before it are done; ``"interrupt"`` cancels the session's queued turns, asks
+        its running one to stop (its worker sees ``cancel_requested``), and queues the run behind it."""
+        call = calls.start_run(
+            agent, input, session_id, idempotency_key, queue_timeout=queue_timeout, multitask=multitask
+        )
+        return self._send(call)
 
     def get(self, run_id: str) -> Run:
         return self._send(calls.get_run(run_id))

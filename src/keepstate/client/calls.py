@@ -6,13 +6,16 @@ Built once here and sent by either face (sync or async), so the two cannot drift
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .. import values
 from ..errors import InvalidRequest
 from ..protocol import MAX_CLAIM_WAIT_S, MAX_RUN_WAIT_S
 from ._core import Call, _keep, _none, body, query, segment
 from .records import Agent, Claim, Emitted, EventPage, Heartbeat, Key, Run, Session
+
+Multitask = Literal["reject", "enqueue", "interrupt"]
+"""What starting a run does while its session has a run queued or running (``Runs.start``)."""
 
 # -- sessions --------------------------------------------------------------------------------
 
@@ -62,9 +65,12 @@ def start_run(
     idempotency_key: str | None,
     token: str | None = None,
     queue_timeout: float | None = None,
+    multitask: Multitask | None = None,
 ) -> Call[Run]:
     """Start a run; with a run ``token`` it is a child of the token's run. ``queue_timeout``: seconds it
-    may stay queued before it expires (the server's default when None)."""
+    may stay queued before it expires (the server's default when None). ``multitask``: what to do while
+    the session has a run queued or running (``reject``, the server's default when None; ``enqueue``;
+    ``interrupt``)."""
     content = body(
         {
             "agent": agent,
@@ -72,6 +78,7 @@ def start_run(
             "session_id": session_id,
             "idempotency_key": idempotency_key,
             "queue_timeout": queue_timeout,
+            "multitask": multitask,
         }
     )
     return Call(

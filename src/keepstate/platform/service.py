@@ -19,6 +19,7 @@ from ..stores.base import Database, PlatformFacet, StateFacet
 from ..stores.records import (
     ACTIVE,
     DEFAULT_QUEUE_TIMEOUT_MS,
+    MULTITASK,
     ROLES,
     AgentStats,
     RunFilter,
@@ -317,12 +318,15 @@ class Platform:
 
     # runs
     async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[StoredRun, bool]:
-        """Queue a run and its start invocation; SessionBusy while a run of its session is active."""
+        """Queue a run and its start invocation. While a run of its session is active, ``multitask`` says
+        what happens (``PlatformFacet.start_run``): SessionBusy (``reject``, the default), wait for the
+        session (``enqueue``), or cancel what is queued and request the running one's cancel (``interrupt``)."""
         if caller.role not in ("admin", "member", "run"):
             raise Forbidden("only admin and member keys or a run token start runs")
         agent = str(name_field(body, "agent", required=True))
         session_id = name_field(body, "session_id")
         idempotency_key = name_field(body, "idempotency_key")
+        multitask = multitask_field(body)
         data = values.encode(body.get("input"))
         values.check_size(len(data), "input")
         timeout = self._queue_timeout(body)
@@ -349,7 +353,7 @@ class Platform:
             auth.new_id("inv"), caller.env, run.id, agent, "start", "queued", now, queue_deadline=run.queue_deadline
         )
         who = f"run:{parent.run_id}" if parent else caller.key_id
-        stored, created = await self.repo.start_run(run, who, invocation)
+        stored, created = await self.repo.start_run(run, who, invocation, multitask)
         if created:
             self.changed.notify()
         return stored, created
@@ -465,6 +469,16 @@ def queue_timeout_ms(seconds: object) -> int:
     if isinstance(seconds, int | float) and not isinstance(seconds, bool) and low <= seconds <= high:
         return round(seconds * 1000)  # NaN fails the comparison, infinity the bound
     raise InvalidRequest(f"queue_timeout must be a number of seconds from {low} to {high}")
+
+
+def multitask_field(body: dict[str, Any]) -> str:
+    """A start's ``multitask`` (``records.MULTITASK``), ``reject`` when absent or null; InvalidRequest otherwise."""
+    given = body.get("multitask")
+    if given is None:
+        return "reject"
+    if not isinstance(given, str) or given not in MULTITASK:
+        raise InvalidRequest(f"multitask must be one of {', '.join(MULTITASK)}")
+    return given
 
 
 def require(caller: Caller, *roles: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from ..platform.forking import MAX_KEEP
 from ..platform.service import QUEUE_TIMEOUT_RANGE_S
 from ..protocol import MAX_EMIT_EVENTS, MAX_EVENT_TYPE, MAX_KEY_NAME
-from ..stores.records import RUN_STATUSES
+from ..stores.records import MULTITASK, RUN_STATUSES
 
 Obj = dict[str, Any]
 ANY: Obj = {}
@@ -282,6 +282,12 @@ PATHS: Obj = {
                         "type": "number",
                         "minimum": QUEUE_TIMEOUT_RANGE_S[0],
                         "maximum": QUEUE_TIMEOUT_RANGE_S[1],
+                    },
+                    multitask={
+                        "enum": list(MULTITASK),
+                        "description": "while a run of the session is queued or running: reject (409 session_busy, "
+                        "the default), enqueue (wait for the session, in start order) or interrupt (cancel its "
+                        "queued runs, request the cancel of its running one, then wait)",
                     },
                 )
             ),

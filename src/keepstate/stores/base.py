@@ -430,12 +430,18 @@ class PlatformFacet(ABC):
 
     # runs
     @abstractmethod
-    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
-        """Insert a queued run and its start invocation; an idempotency hit returns the first run and False.
+    async def start_run(
+        self, run: StoredRun, caller: str, invocation: StoredInvocation, multitask: str = "reject"
+    ) -> tuple[StoredRun, bool]:
+        """Insert a queued run and its start invocation; an idempotency hit returns the first run and False
+        (whatever ``multitask`` says: nothing is interrupted twice). NotFound when the session is gone.
 
-        Raises SessionBusy when a run of the session is queued or running, NotFound when the session is gone.
-        Runs of the session queued past their ``queue_deadline`` (at ``run.created_at``) do not block:
-        they become ``expired`` in the same atomic step.
+        ``multitask`` (``records.MULTITASK``) says what happens when a run of the session is queued or
+        running: ``reject`` raises SessionBusy; ``enqueue`` inserts the run, which ``claim`` hands out
+        only in its turn; ``interrupt`` cancels the session's queued runs and requests the cancel of its
+        running ones in the same atomic step, then inserts the run. Held runs neither block nor are
+        interrupted. Runs of the session queued past their ``queue_deadline`` (at ``run.created_at``)
+        become ``expired`` first, in the same step, and do not block.
         """
 
     @abstractmethod
@@ -471,7 +477,10 @@ class PlatformFacet(ABC):
     ) -> Claimed | None:
         """Atomically move the oldest queued invocation of ``agents`` (and its run) to running, held by
         the key ``claimer``. The same guard skips invocations whose ``queue_deadline`` is before ``now``
-        (never claimed) and claims nothing once ``claimer`` is revoked (``revoke_key``)."""
+        (never claimed), claims nothing once ``claimer`` is revoked (``revoke_key``), and skips a start
+        whose session has a run running or an earlier-started run queued (its turn has not come: one
+        turn at a time per session, in start order, however many claim at once); a resume is never
+        held back. ``has_queued`` applies the same filter."""
 
     @abstractmethod
     async def token_context(self, token_hash: str) -> RunContext | None:

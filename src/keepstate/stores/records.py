@@ -24,6 +24,9 @@ ACTIVE = ("queued", "running")
 """A run in one of these blocks its session (a queued one only until its queue deadline passes)."""
 FINAL = ("done", "failed", "interrupted", "cancelled", "expired")
 """A run in one of these never changes again: what a purge may delete. ``held`` is not final (a decision resumes it)."""
+MULTITASK = ("reject", "enqueue", "interrupt")
+"""What starting a run does when its session has a run queued or running (``PlatformFacet.start_run``): refuse
+(SessionBusy), queue it behind them, or cancel them (the queued ones now, the running one by request) and queue it."""
 DEFAULT_QUEUE_TIMEOUT_MS = 600_000
 """How long a run (or a resume) may stay queued before it expires, unless its start or the server says otherwise."""
 NULL = b"null"

@@ -201,7 +201,9 @@ class MemoryPlatform(PlatformFacet):
         return any(self._runs[run_id].status in ACTIVE for run_id in self._of_session.get((env, session_id), []))
 
     # runs
-    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+    async def start_run(
+        self, run: StoredRun, caller: str, invocation: StoredInvocation, multitask: str = "reject"
+    ) -> tuple[StoredRun, bool]:
         if run.idempotency_key is not None:
             for other in self._runs.values():
                 if (other.env, other.idempotency_key) == (run.env, run.idempotency_key) and (
@@ -213,8 +215,10 @@ class MemoryPlatform(PlatformFacet):
                 raise NotFound(f"no session {run.session_id!r}")
             where = (run.env, run.session_id)
             self._expire_overdue(run.created_at, lambda other: (other.env, other.session_id) == where)
-            if self._session_busy(run.env, run.session_id):
+            if multitask == "reject" and self._session_busy(run.env, run.session_id):
                 raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
+            if multitask == "interrupt":
+                self._interrupt(run.env, run.session_id, run.created_at)
         stored = replace(run, seq=next(self._seq))
         self._put(stored)
         self._callers[run.id] = caller
@@ -223,6 +227,21 @@ class MemoryPlatform(PlatformFacet):
             self._registered.setdefault((run.env, run.session_id), set()).add(run.agent)
         self._queue(invocation)
         return stored, True
+
+    def _interrupt(self, env: str, session_id: str, now: int) -> None:
+        """The session's queued runs (and their invocations) cancelled, a cancel requested of its running ones."""
+        for run_id in self._of_session.get((env, session_id), []):
+            run = self._runs[run_id]
+            if run.status == "queued":
+                self._put(replace(run, status="cancelled", updated_at=now))
+                self._cancel_queued_invocations(run_id)
+            elif run.status == "running":
+                self._put(replace(run, cancel_requested=True, updated_at=now))
+
+    def _cancel_queued_invocations(self, run_id: str) -> None:
+        for inv in list(self._invocations.values()):
+            if inv.run_id == run_id and inv.status == "queued":
+                self._invocations[inv.id] = replace(inv, status="cancelled")
 
     def _queue(self, invocation: StoredInvocation) -> None:
         self._invocations[invocation.id] = replace(invocation, seq=next(self._seq))
@@ -273,21 +292,28 @@ class MemoryPlatform(PlatformFacet):
         run = self._runs[run_id]
         if run.status in ("queued", "held"):
             run = replace(run, status="cancelled", updated_at=now)
-            for inv in self._invocations.values():
-                if inv.run_id == run_id and inv.status == "queued":
-                    self._invocations[inv.id] = replace(inv, status="cancelled")
+            self._cancel_queued_invocations(run_id)
         elif run.status == "running":
             run = replace(run, cancel_requested=True, updated_at=now)
         return self._put(run)
 
     # invocations
     def _oldest_queued(self, env: str, agents: list[str], now: int) -> StoredInvocation | None:
-        queued = [
-            i
-            for i in self._invocations.values()
-            if i.env == env and i.status == "queued" and i.agent in agents and not _overdue(i.queue_deadline, now)
-        ]
-        return min(queued, key=lambda i: i.seq, default=None)
+        """The oldest queued invocation of ``agents`` not past its deadline whose turn it is, as
+        ``sql.TURN_FREE`` says: a resume always; a start when no invocation of its session queued before it
+        is still queued or running: walking them in ``seq`` order (``_in_order``'s), the sessions seen active."""
+        busy: set[tuple[str, str]] = set()
+        for inv in self._invocations.values():
+            if inv.status not in ACTIVE:
+                continue
+            run = self._runs[inv.run_id]
+            where = None if run.session_id is None else (run.env, run.session_id)
+            takes = inv.env == env and inv.status == "queued" and inv.agent in agents
+            if takes and not _overdue(inv.queue_deadline, now) and (inv.kind != "start" or where not in busy):
+                return inv
+            if where is not None:
+                busy.add(where)
+        return None
 
     async def has_queued(self, env: str, agents: list[str], now: int) -> bool:
         return self._oldest_queued(env, agents, now) is not None

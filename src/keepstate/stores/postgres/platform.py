@@ -191,10 +191,12 @@ class PostgresPlatform(PlatformFacet):
         return None if row is None else sql.session_from_row(row)
 
     # runs
-    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+    async def start_run(
+        self, run: StoredRun, caller: str, invocation: StoredInvocation, multitask: str = "reject"
+    ) -> tuple[StoredRun, bool]:
         try:
             async with self._conn() as conn, conn.transaction():
-                return await _start_run(conn, run, caller, invocation)
+                return await _start_run(conn, run, caller, invocation, multitask)
         except psycopg.errors.UniqueViolation as error:
             if error.diag.constraint_name != pg_sql.IDEMPOTENCY_INDEX:
                 raise
@@ -347,8 +349,11 @@ class PostgresPlatform(PlatformFacet):
         return added
 
 
-async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
-    """In one transaction: the session row locked first, so the "no active run" guard sees every commit."""
+async def _start_run(
+    conn: Conn, run: StoredRun, caller: str, invocation: StoredInvocation, multitask: str
+) -> tuple[StoredRun, bool]:
+    """In one transaction: the session row locked first, so the "no active run" guard sees every commit, and
+    the turns of a session get their ``seq`` (the order they start in) in the order they commit."""
     session_exists = True
     if run.session_id is not None:
         locked = await (await conn.execute(pg_sql.LOCK_SESSION, (run.env, run.session_id))).fetchone()
@@ -362,19 +367,20 @@ async def _start_run(conn: Conn, run: StoredRun, caller: str, invocation: Stored
         raise NotFound(f"no session {run.session_id!r}")
     if run.session_id is not None:
         await expire_overdue(conn, "session", run.created_at, (run.env, run.session_id))
-    stored = await _insert_run(conn, run, caller)
+        if multitask == "interrupt":
+            for statement, params in sql.interrupt_session(run.env, run.session_id, run.created_at):
+                await conn.execute(pg(statement), params)
+    stored = await _insert_run(conn, run, caller, multitask)
     await conn.execute(pg(sql.INSERT_INVOCATION), sql.invocation_params(invocation))
     return stored, True
 
 
-async def _insert_run(conn: Conn, run: StoredRun, caller: str) -> StoredRun:
-    params = sql.run_params(run, caller)
+async def _insert_run(conn: Conn, run: StoredRun, caller: str, multitask: str) -> StoredRun:
     if run.session_id is None:
-        query = pg_sql.INSERT_RUN
+        query, params = sql.INSERT_RUN, sql.run_params(run, caller)
     else:
-        query = pg_sql.INSERT_SESSION_RUN
-        params = (*params, run.env, run.session_id, run.env, run.session_id)
-    row = await (await conn.execute(query, params)).fetchone()
+        query, params = sql.session_run(run, caller, multitask)
+    row = await (await conn.execute(pg_sql.returning_run(query), params)).fetchone()
     if row is None:
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
     if run.session_id is not None:

@@ -13,7 +13,14 @@ statement (a fresh snapshot under READ COMMITTED) then decides:
 - a claim picks the oldest queued invocation ``FOR UPDATE SKIP LOCKED``, so concurrent claimers
   take different invocations instead of queueing behind one row and coming back empty; it first holds
   its key's row ``FOR SHARE`` (``LOCK_LIVE_KEY``), which a revocation's update waits for, so the
-  revocation's next statement sees the claim and ends it — or the claim, waiting, finds the key revoked;
+  revocation's next statement sees the claim and ends it — or the claim, waiting, finds the key revoked.
+  Its turn guard (``sql.TURN_FREE``: no run of the session running, none before it queued) needs no lock:
+  an earlier run leaves ``queued`` only by a commit that makes it running or final, so a claim whose
+  snapshot predates that commit still sees it queued and passes over the later run, and one after sees
+  it running; two claims never both start runs of one session;
+- a turn that interrupts (``sql.interrupt_session``) holds its session row, then cancels the queued
+  invocations before the runs, the order a claim takes them: a claim that got there first has its run
+  running by the next statement, which requests its cancel instead;
 - a cancel locks the run's queued invocations before the run, the order a claim takes them, so
   the two never deadlock;
 - lease expiry is one statement (invocations lost, their runs interrupted) that skips rows another
@@ -103,8 +110,14 @@ LOCK_LIVE_KEY = "SELECT 1 FROM ks_keys WHERE id = %s AND revoked = 0 FOR SHARE"
 LOCK_QUEUED_INVOCATIONS = "SELECT 1 FROM ks_invocations WHERE run_id = %s AND status = 'queued' FOR UPDATE"
 LOCK_CANCEL_REQUESTED = pg(sql.RUN_CANCEL_REQUESTED) + " FOR UPDATE"
 INSERT_SESSION = pg(sql.INSERT_SESSION) + f" RETURNING {sql.SESSION_COLUMNS}"
-INSERT_RUN = pg(sql.INSERT_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
-INSERT_SESSION_RUN = pg(sql.INSERT_SESSION_RUN) + f" RETURNING {sql.RUN_COLUMNS}"
+
+
+@cache
+def returning_run(statement: str) -> str:
+    """An insert of ``sql/platform.py`` (``INSERT_RUN``, ``session_run``'s) returning the run it made."""
+    return pg(statement) + f" RETURNING {sql.RUN_COLUMNS}"
+
+
 FINISH_RUN = {kind: pg(text) + f" RETURNING {sql.RUN_COLUMNS}" for kind, text in sql.FINISH_RUN.items()}
 
 

@@ -225,11 +225,53 @@ _INSERT_RUN_HEAD = (
 )
 _RUN_MARKS = ", ".join("?" * 19)
 INSERT_RUN = _INSERT_RUN_HEAD + f"VALUES ({_RUN_MARKS})"
-INSERT_SESSION_RUN = (
-    _INSERT_RUN_HEAD + f"SELECT {_RUN_MARKS} "
-    "WHERE EXISTS (SELECT 1 FROM ks_sessions WHERE env = ? AND id = ?) "
-    "AND NOT EXISTS (SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
+INSERT_RUN_IN_SESSION = (
+    _INSERT_RUN_HEAD + f"SELECT {_RUN_MARKS} WHERE EXISTS (SELECT 1 FROM ks_sessions WHERE env = ? AND id = ?)"
 )
+"""A run of a session that waits its turn (``multitask`` enqueue, interrupt): only the session must exist."""
+INSERT_SESSION_RUN = (
+    INSERT_RUN_IN_SESSION
+    + " AND NOT EXISTS (SELECT 1 FROM ks_runs WHERE env = ? AND session_id = ? AND status IN ('queued', 'running'))"
+)
+"""A run of a session that must find it idle (``multitask`` reject)."""
+
+
+def session_run(run: StoredRun, caller: str, multitask: str) -> tuple[str, tuple[Any, ...]]:
+    """The guarded insert of a run of a session and its values: no row when the session is gone, nor, for
+    ``reject``, while a run of it is queued or running."""
+    params = (*run_params(run, caller), run.env, run.session_id)
+    if multitask == "reject":
+        return INSERT_SESSION_RUN, (*params, run.env, run.session_id)
+    return INSERT_RUN_IN_SESSION, params
+
+
+_QUEUED_OF_SESSION = "SELECT id FROM ks_runs WHERE env = ? AND session_id = ? AND status = 'queued'"
+
+
+def interrupt_session(env: str, session_id: str, now: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements (and values) of an interrupt, in the transaction of the turn that interrupts: the
+    session's queued invocations and runs cancelled (invocations first, the order a claim locks them),
+    a cancel requested of its running runs (their workers see it on their next heartbeat). Held runs are
+    left as they are."""
+    return [
+        (
+            "UPDATE ks_invocations SET status = 'cancelled' "
+            f"WHERE status = 'queued' AND run_id IN ({_QUEUED_OF_SESSION})",
+            (env, session_id),
+        ),
+        (
+            "UPDATE ks_runs SET status = 'cancelled', updated_at = ? "
+            "WHERE env = ? AND session_id = ? AND status = 'queued'",
+            (now, env, session_id),
+        ),
+        (
+            "UPDATE ks_runs SET cancel_requested = 1, updated_at = ? "
+            "WHERE env = ? AND session_id = ? AND status = 'running'",
+            (now, env, session_id),
+        ),
+    ]
+
+
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE env = ? AND id = ?"
 RUN_BY_ID = f"SELECT {RUN_COLUMNS} FROM ks_runs WHERE id = ?"
 RUN_FILTERS = ("owner", "session_id", "status", "agent", "parent_id")
@@ -270,11 +312,28 @@ INSERT_INVOCATION = (
 )
 
 
+TURN_FREE = (
+    "(kind <> 'start' OR NOT EXISTS (SELECT 1 FROM ks_runs r "
+    "JOIN ks_runs o ON o.env = r.env AND o.session_id = r.session_id AND o.status IN ('queued', 'running') "
+    "JOIN ks_invocations j ON j.run_id = o.id AND j.status IN ('queued', 'running') "
+    "WHERE r.id = ks_invocations.run_id AND j.seq < ks_invocations.seq))"
+)
+"""An invocation whose turn it is: a resume always; a start when no invocation of its session queued before
+it is still queued or running. So a session's turns (``multitask`` enqueue) start one at a time, in the
+order they were started, and a start waits for a resume queued before it; but a held run is not waited
+for, and its resume, decided after a newer turn was started, may run beside that turn (as a resume
+always could). A queued invocation past its deadline keeps its place until it is expired (the sweep, a
+turn of the session, a read): judging the deadline here, by each claimer's own clock, could let a later
+run start beside one claimed at that very millisecond. The session's other runs are found by
+``ks_runs_session`` (env, session_id, status), their invocations by ``ks_invocations_run``."""
+
+
 def queued_filter(agents: Sequence[str]) -> str:
-    """Queued invocations of ``agents`` whose deadline has not passed; parameters: env, the agents, now."""
+    """Queued invocations of ``agents`` whose deadline has not passed and whose turn it is (``TURN_FREE``);
+    parameters: env, the agents, now."""
     return (
         f"env = ? AND status = 'queued' AND agent IN ({', '.join('?' * len(agents))}) "
-        "AND (queue_deadline IS NULL OR queue_deadline >= ?)"
+        f"AND (queue_deadline IS NULL OR queue_deadline >= ?) AND {TURN_FREE}"
     )
 
 

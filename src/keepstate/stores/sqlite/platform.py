@@ -158,7 +158,9 @@ class SqlitePlatform(PlatformFacet):
         return None if row is None else sql.session_from_row(row)
 
     # runs
-    async def start_run(self, run: StoredRun, caller: str, invocation: StoredInvocation) -> tuple[StoredRun, bool]:
+    async def start_run(
+        self, run: StoredRun, caller: str, invocation: StoredInvocation, multitask: str = "reject"
+    ) -> tuple[StoredRun, bool]:
         def write(conn: sqlite3.Connection) -> tuple[StoredRun, bool]:
             if run.idempotency_key is not None:
                 row = conn.execute(sql.RUN_BY_IDEMPOTENCY, (run.env, caller, run.idempotency_key)).fetchone()
@@ -166,7 +168,10 @@ class SqlitePlatform(PlatformFacet):
                     return sql.run_from_row(row), False
             if run.session_id is not None:
                 expire_overdue(conn, "session", run.created_at, (run.env, run.session_id))
-            _insert_run(conn, run, caller)
+                if multitask == "interrupt":
+                    for statement, params in sql.interrupt_session(run.env, run.session_id, run.created_at):
+                        conn.execute(statement, params)
+            _insert_run(conn, run, caller, multitask)
             conn.execute(sql.INSERT_INVOCATION, sql.invocation_params(invocation))
             return sql.run_from_row(conn.execute(sql.GET_RUN, (run.env, run.id)).fetchone()), True
 
@@ -332,13 +337,11 @@ def _insert_session(conn: sqlite3.Connection, s: StoredSession) -> tuple[StoredS
     return sql.session_from_row(row), cur.rowcount > 0
 
 
-def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str) -> None:
-    params = sql.run_params(run, caller)
+def _insert_run(conn: sqlite3.Connection, run: StoredRun, caller: str, multitask: str) -> None:
     if run.session_id is None:
-        conn.execute(sql.INSERT_RUN, params)
+        conn.execute(sql.INSERT_RUN, sql.run_params(run, caller))
         return
-    guarded = (*params, run.env, run.session_id, run.env, run.session_id)
-    if conn.execute(sql.INSERT_SESSION_RUN, guarded).rowcount == 0:
+    if conn.execute(*sql.session_run(run, caller, multitask)).rowcount == 0:
         if conn.execute(sql.GET_SESSION, (run.env, run.session_id)).fetchone() is None:
             raise NotFound(f"no session {run.session_id!r}")
         raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
