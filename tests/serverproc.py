@@ -73,6 +73,11 @@ def closed_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
+BOUND = "keepstate: serving "
+"""What ``keepstate serve`` prints once it holds its port. Until then a ``/readyz`` answer at the port
+may come from another test's server, started there again (``port=``) while ours was binding."""
+
+
 class PortTaken(RuntimeError):
     """The server could not bind the port found free: another process bound it first."""
 
@@ -85,6 +90,9 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> N
             if "already in use" in log.lower():
                 raise PortTaken(log[-4000:])
             raise RuntimeError(f"keepstate serve exited with {process.returncode}:\n{log[-4000:]}")
+        if BOUND not in log_path.read_text(errors="replace"):
+            time.sleep(0.05)  # not bound yet: what answers at the port may be another test's server
+            continue
         try:
             if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
                 return

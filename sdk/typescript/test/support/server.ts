@@ -63,10 +63,20 @@ export async function terminate(child: ChildProcess, timeoutMs = STOP_TIMEOUT_MS
   }
 }
 
+/** What `keepstate serve` prints once it holds its port: until then a `/readyz` answer there may come
+ * from another test's server (one started again on its old port while ours was binding). */
+const BOUND = "keepstate: serving ";
+/** How many free ports to try: another test process may bind the one found free before ours does. */
+const PORT_TRIES = 5;
+
 async function waitReady(url: string, child: ChildProcess, log: () => string): Promise<void> {
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`keepstate serve exited with ${child.exitCode}:\n${log().slice(-4000)}`);
+    if (!log().includes(BOUND)) {
+      await sleepMs(50); // not bound yet: what answers at the port may be another test's server
+      continue;
+    }
     try {
       if ((await fetch(`${url}/readyz`)).status === 200) return;
     } catch {
@@ -91,11 +101,23 @@ export interface ServerOptions {
   port?: number;
 }
 
-/** Start `keepstate serve` over its store (a fresh SQLite file unless `store` says otherwise). */
+/** Start `keepstate serve` over its store (a fresh SQLite file unless `store` says otherwise); on a free
+ * port found taken by the time the server binds it, again on another. */
 export async function startServer(options: ServerOptions = {}): Promise<Server> {
   if (!existsSync(KEEPSTATE_BIN)) {
     throw new Error(`no keepstate command at ${KEEPSTATE_BIN}: run make install, or set KEEPSTATE_BIN`);
   }
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      const taken = error instanceof Error && error.message.toLowerCase().includes("already in use");
+      if (!taken || options.port !== undefined || attempt >= PORT_TRIES) throw error;
+    }
+  }
+}
+
+async function startOnce(options: ServerOptions): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), "keepstate-ts-"));
   const adminKey = options.adminKey ?? `ks_test_${randomBytes(24).toString("base64url")}`;
   const port = options.port ?? (await freePort());
