@@ -137,6 +137,26 @@ def paging(start: int, shown: int, length: int, page_size: int) -> dict[str, Any
     return {"start": start, "length": length, "earlier": earlier, "later": later}
 
 
+@dataclass(frozen=True, slots=True)
+class Cuttable:
+    """A list a fork may cut (the session page's **List to cut**): ``AGENT/KEY``, as the API's fork
+    ``lists`` names it, and how many items it holds now."""
+
+    name: str
+    length: int
+
+
+def cuttable(sections: Sequence[Any]) -> list[Cuttable]:
+    """The lists of the state sections a session page shows (an agent's keys read as values, not a
+    framework adapter's scope: its conversation is kept with bookkeeping that a cut would leave behind)."""
+    return [
+        Cuttable(f"{section.agent}/{value.key}", value.length)
+        for section in sections
+        for value in section.values
+        if value.kind != "json"
+    ]
+
+
 def page_before(end: int, page_size: int) -> tuple[int, int] | None:
     """The ``(start, count)`` of the page of a list that ends just before item ``end``, at most
     ``page_size`` items; None when ``end`` leaves nothing before it (then the list's last page is read)."""
