@@ -26,6 +26,18 @@ MAX_AGENTS = 100
 MAX_KEY_NAME = 200
 """A key's name (its label) is at most this many characters, however the key is made."""
 
+MAX_EMIT_EVENTS = 100
+"""A worker's emit writes 1 to this many events (more: 413 ``too_large``)."""
+MAX_RUN_EVENTS = 10_000
+"""A run's log holds at most this many events: an emit that would pass it is 413 ``too_large``."""
+MAX_EVENT_BYTES = 64 * 1024
+"""An event's ``data``, as compact UTF-8 JSON, at most this many bytes."""
+EVENT_TYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+MAX_EVENT_TYPE = 64
+DEFAULT_EVENT_TYPE = "message"
+PLATFORM_EVENT_PREFIX = "run."
+"""Event types the platform alone writes (``run.status``, ``run.output``)."""
+
 MAX_LIST_READ = 1000
 """``tail`` and ``items`` read at most this many items."""
 MAX_BATCH_OPS = 100

@@ -1,7 +1,7 @@
 """Export and import: every record of a store as JSON lines, between any two persistent stores.
 
 A dump is a header line, then the platform's rows table by table (environments, keys as hashes,
-sessions, runs, invocations), then every state key with its version (tombstones too, so versions
+sessions, runs, invocations, the runs' events), then every state key with its version (tombstones too, so versions
 keep never repeating after an import), then every memory document (space, path, version, text,
 metadata, last write; deleted ones as tombstones, for the same reason), then every session-store
 record (session state and retained tokens: space, id, version, expiry, bytes as base64; expired ones
@@ -16,8 +16,10 @@ Import reads and checks the whole dump before it opens the target, spooling it (
 on disk) for the second pass that writes: an empty input, a line that is not a record, or a dump
 cut short (no end line: an interrupted export) is refused with its line number, and nothing is
 written. Format versions 1 (before the end line), 2 (before documents), 3 (before session-store
-records) and 4 (before a session's ``parent``, the session it was forked from) are still read; a
-keepstate reading only those refuses a version 5 dump by its header, before writing anything.
+records), 4 (before a session's ``parent``, the session it was forked from) and 5 (before run events)
+are still read; a keepstate reading only those refuses a version 6 dump by its header, before writing
+anything. A run of a dump before 6 arrives with the events of its status, as the store's step 8 gives
+the runs it finds (``stores/sql/events.py``).
 
 Redis holds state and session stores only (no platform, no memory), so its dumps and imports carry
 those lines alone.
@@ -44,10 +46,10 @@ from .stores.base import LEASE_SPACES, Database, DocumentsFacet, LeaseFacet, Pla
 from .stores.documents import DocumentRecord
 from .stores.records import Blob, BlobRecord, StateRecord
 
-FORMAT, VERSION = "keepstate-export", 5
-READABLE = (1, 2, 3, 4, 5)
+FORMAT, VERSION = "keepstate-export", 6
+READABLE = (1, 2, 3, 4, 5, 6)
 """Format versions import reads: 1 has no end line, 2 no documents, 3 no session-store records, 4 no
-session ``parent`` (its sessions import with none)."""
+session ``parent`` (its sessions import with none), 5 no run events (its runs get their status's)."""
 SPOOL_BYTES = 16 * 1024 * 1024
 BATCH_ROWS = 500
 YIELD_EVERY = 1000

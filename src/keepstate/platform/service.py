@@ -73,7 +73,7 @@ class Platform:
         self.lease_seconds = lease_seconds
         self.queue_timeout_ms = queue_timeout_ms(queue_timeout)
         """How long a run started without its own ``queue_timeout`` may stay queued."""
-        self.changed = Notifier()
+        self.changed = Notifier(repo.events.written)
         self._run_callers: dict[str, tuple[str, Caller]] = {}  # token -> its hash and caller; see authenticate_run
         self._session_agents: set[tuple[str, str, tuple[int, int, str], str]] = set()  # see writable_session
 
@@ -312,6 +312,7 @@ class Platform:
         self._session_agents.difference_update({(found.env, found.id, found.made, agent) for agent in agents or ()})
         if agents is None:
             raise NotFound(f"no session {session_id!r}")
+        self.changed.notify()  # its held runs were cancelled
 
     # runs
     async def start_run(self, caller: Caller, body: dict[str, Any]) -> tuple[StoredRun, bool]:

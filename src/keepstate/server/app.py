@@ -28,18 +28,21 @@ from ..errors import KeepstateError, NotFound
 from ..platform import Invocations, Platform, StateApi, open_platform
 from ..platform.embedding import RETRY_S, EmbeddingRetry
 from ..platform.memory import MemoryApi
+from ..platform.run_events import RunEvents, keepalive_from_env
 from ..platform.service import DEFAULT_QUEUE_TIMEOUT_S
 from ..platform.session_stores import open_session_stores
 from ..platform.upkeep import Upkeep, lease_spaces
 from .bootstrap import bootstrap
 from .console import console_routes
 from .errors import MethodNotAllowed, error_response
+from .event_routes import EVENT_ROUTES
 from .http import json_response
 from .memory_routes import MEMORY_ROUTES, open_memory_api
 from .metrics import Metrics, MetricsMiddleware, instrument
 from .openapi import DOCUMENT
 from .routes import ROUTES
 from .session_routes import SESSION_STORE_ROUTES
+from .signals import on_exit_signals
 from .state_routes import is_state_path, match_state, respond
 
 log = logging.getLogger("keepstate.server")
@@ -144,6 +147,7 @@ def create_app(
         instrument(platform, app_metrics.store)
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
+        app.state.run_events = run_events = RunEvents(platform, keepalive_from_env())
         app.state.state_api = StateApi(platform.state)
         app.state.memory_api = await open_memory_api(platform.database, load_embedder(embedder))
         app.state.session_stores = await open_session_stores(platform.database)
@@ -154,17 +158,20 @@ def create_app(
         upkeep.start()
         retry = embedding_retry(app.state.memory_api)
         try:
-            yield
+            with on_exit_signals(run_events.waiters.end_streams):
+                yield
         finally:
             if retry is not None:
                 await retry.stop()
                 retry.embedder.close()
+            await run_events.aclose()
             await upkeep.stop()
             await platform.aclose()
             print("keepstate: stopped, store closed", file=sys.stderr, flush=True)
 
     routes = [
         *ROUTES,
+        *EVENT_ROUTES,
         *MEMORY_ROUTES,
         *SESSION_STORE_ROUTES,
         Route("/healthz", healthz, methods=["GET"]),

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..platform.forking import MAX_KEEP
 from ..platform.service import QUEUE_TIMEOUT_RANGE_S
-from ..protocol import MAX_KEY_NAME
+from ..protocol import MAX_EMIT_EVENTS, MAX_EVENT_TYPE, MAX_KEY_NAME
 from ..stores.records import RUN_STATUSES
 
 Obj = dict[str, Any]
@@ -122,6 +122,13 @@ SCHEMAS: Obj = {
         queue_deadline=nullable(INT),
         created_at=INT,
         updated_at=INT,
+    ),
+    "Event": obj(
+        ["seq", "type", "data", "at"],
+        seq={**INT, "minimum": 1, "description": "1, 2, 3... per run, across its invocations"},
+        type={"type": "string", "pattern": f"^[a-z0-9._-]{{1,{MAX_EVENT_TYPE}}}$"},
+        data=ANY,
+        at={**INT, "description": "the server's time, ms since the epoch"},
     ),
     "Document": obj(
         ["path", "text", "metadata", "version", "updated_at"],
@@ -310,6 +317,34 @@ PATHS: Obj = {
             params=[path_param("id")],
         )
     },
+    "/v0/runs/{id}/events": {
+        "get": op(
+            "A run's events after `after`, in seq order (owner, admin). `next`: the `after` of the next call, null "
+            "once this page holds the run's last event (its final status). With `Accept: text/event-stream`: "
+            "Server-Sent Events (`id: SEQ`, `event: TYPE`, `data:` the event as JSON) from `after` or the "
+            "`Last-Event-ID` header, a comment line at least every 15 s while idle, ending after the run's "
+            "final event",
+            {
+                "200": {
+                    "description": "a page of events, or their stream",
+                    "content": {
+                        "application/json": {
+                            "schema": obj(
+                                ["events", "next"], events={"type": "array", "items": ref("Event")}, next=nullable(INT)
+                            )
+                        },
+                        "text/event-stream": {"schema": STR},
+                    },
+                },
+                **errors(403, 404),
+            },
+            params=[
+                path_param("id"),
+                query("after", {**INT, "minimum": 0}, "the seq to read after (0: from the start)"),
+                query("limit", {**INT, "minimum": 1, "maximum": 1000}),
+            ],
+        )
+    },
     "/v0/agents": {
         "get": op(
             "The environment's agents: those a worker claimed for and those with runs, with their active runs",
@@ -344,6 +379,39 @@ PATHS: Obj = {
             | errors(),
             security="runToken",
             params=[path_param("id")],
+        )
+    },
+    "/v0/invocations/{id}/events": {
+        "post": op(
+            f"Append 1-{MAX_EMIT_EVENTS} events to the run's log, all or none (`type` defaults to `message`; "
+            "types starting `run.` are the platform's); 413 past 64 KiB of data, 100 events, or 10,000 in the "
+            "run's log",
+            {
+                "200": ok(
+                    obj(
+                        ["seq", "cancel_requested"],
+                        seq={**INT, "description": "the seq of the last event written"},
+                        cancel_requested={"type": "boolean"},
+                    )
+                ),
+                **errors(413),
+            },
+            security="runToken",
+            params=[path_param("id")],
+            request=body(
+                obj(
+                    ["events"],
+                    events={
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_EMIT_EVENTS,
+                        "items": {
+                            **obj(["data"], type=SCHEMAS["Event"]["properties"]["type"], data=ANY),
+                            "additionalProperties": False,
+                        },
+                    },
+                )
+            ),
         )
     },
     "/v0/invocations/{id}/complete": {

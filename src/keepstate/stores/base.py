@@ -42,7 +42,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from array import array
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -66,13 +66,16 @@ from .records import (
     Blob,
     BlobRecord,
     Claimed,
+    Emitted,
     Entry,
     ListPage,
+    NewEvent,
     Outcome,
     Patcher,
     RunContext,
     RunFilter,
     StateRecord,
+    StoredEvent,
     StoredInvocation,
     StoredKey,
     StoredRun,
@@ -286,11 +289,67 @@ class SyncStateFacet(Protocol):
 # ---------------------------------------------------------------- platform
 
 
+class EventSink(Protocol):
+    """What a run event log's ``follow`` tells of new events: a server's waiters (``platform/waiters.py``)."""
+
+    def wake(self, run_ids: Collection[str] | None) -> None:
+        """These runs have new events (None: some runs may have, which cannot be said: every waiter looks)."""
+
+    def following(self) -> None:
+        """The log follows now: an event committed from here on reaches ``wake``."""
+
+    async def watched(self) -> None:
+        """Return once some stream waits for events (at once while one does)."""
+
+
+class RunEventLog(ABC):
+    """Each run's ordered, durable log of events (``PlatformFacet.events``).
+
+    ``seq`` counts 1, 2, 3... per run, across its invocations, and is never used twice for a run, also
+    after its events went with its session. The platform's own events (``records.STATUS_EVENT`` at
+    every status change, ``records.OUTPUT_EVENT`` just before a ``done`` one) are written by the store
+    in the same transaction as the change, whichever statement makes it (on the SQL stores, triggers on
+    ``ks_runs``), so nothing can change a run's status without its event. Events commit in ``seq``
+    order: a read sees a prefix of a run's log, never a gap. A run's events go with it (a purge) and
+    with its session (``Database.delete_session``)."""
+
+    @abstractmethod
+    async def emit(
+        self, invocation_id: str, token_hash: str, events: Sequence[NewEvent], now: int, cap: int
+    ) -> Emitted | None:
+        """Append a worker's ``events`` to its run's log in one atomic step, only while the invocation
+        holds ``token_hash``, runs and its lease lasts at ``now`` (else None, nothing written): never
+        after the event that ends the run. ``TooLarge``, nothing written, when the log would pass ``cap``
+        events (the platform's own count too; they are never refused)."""
+
+    @abstractmethod
+    async def read(self, run_id: str, after: int, limit: int) -> list[StoredEvent]:
+        """At most ``limit`` events of the run with ``seq`` above ``after``, in ``seq`` order."""
+
+    @abstractmethod
+    async def follow(self, sink: EventSink) -> None:
+        """Tell ``sink`` which runs have new events, written by this process or any other sharing the
+        store, until cancelled: ``sink.following()`` once in place (raising ``Unavailable`` if it cannot
+        get there), then ``sink.wake`` for every later commit, never skipping one (after a lost
+        connection, ``wake(None)``). A store that must poll polls only while ``sink.watched()`` says
+        a stream waits, one cheap read for the whole process."""
+
+    def written(self) -> None:
+        """A hint that this process just committed a change that may have written events: a store that
+        polls looks now instead of at its next tick. By default nothing."""
+        return None
+
+
 class PlatformFacet(ABC):
     """The platform's own records. Each method is one *guarded* operation decided atomically inside the
     store (one statement or one transaction), never a read followed by a separate write: that is what
     makes "one turn per session" and "one invocation to one worker" hold across any number of server
     processes sharing a store. Who may do what is ``keepstate.platform``'s, not the store's."""
+
+    @property
+    @abstractmethod
+    def events(self) -> RunEventLog:
+        """The runs' event logs, written in the same transactions as this facet's status changes."""
 
     # keys and environments
     @abstractmethod

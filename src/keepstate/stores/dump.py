@@ -12,8 +12,20 @@ import base64
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-TABLES = ("ks_envs", "ks_keys", "ks_sessions", "ks_runs", "ks_invocations", "ks_session_agents", "ks_end_users")
-"""In an order that an import can follow: what a row refers to comes first."""
+TABLES = (
+    "ks_envs",
+    "ks_keys",
+    "ks_sessions",
+    "ks_event_heads",
+    "ks_runs",
+    "ks_invocations",
+    "ks_session_agents",
+    "ks_end_users",
+    "ks_run_events",
+)
+"""In an order that an import can follow: what a row refers to comes first. A run's event head comes
+before the run: a run arriving with no head gets the events of its status (``sql/events.py``), one
+whose head came first brings its events, later."""
 KEYS = {
     "ks_envs": ("name",),
     "ks_keys": ("id",),
@@ -22,6 +34,8 @@ KEYS = {
     "ks_invocations": ("seq",),
     "ks_session_agents": ("env", "session_id", "agent"),
     "ks_end_users": ("env", "end_user"),
+    "ks_event_heads": ("run_id",),
+    "ks_run_events": ("run_id", "seq"),
 }
 """Each table's primary key: the order of its rows in a dump, the same on every backend (an import keeps
 ``seq``), so export → import → export gives the same lines back in the same order."""
@@ -31,6 +45,22 @@ def order_by(table: str, text_collation: str = "") -> str:
     """``ORDER BY`` of a table's rows in a dump: its key's columns, text ones in byte order (``text_collation``
     makes it so where the default is not, ``COLLATE "C"`` on PostgreSQL)."""
     return ", ".join(f"{column}{'' if column == 'seq' else text_collation}" for column in KEYS[table])
+
+
+LOCAL = {"ks_run_events": ("id",)}
+"""Columns a backend keeps for itself, never in a dump: SQLite's change cursor of the events."""
+
+
+def exported(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A row as a dump carries it: without the table's ``LOCAL`` columns."""
+    for name in LOCAL.get(table, ()):
+        row.pop(name, None)
+    return row
+
+
+def runs_of(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The run ids of ``ks_run_events`` rows, each once, in order."""
+    return list(dict.fromkeys(row["run_id"] for row in rows))
 
 
 def encode_row(columns: Sequence[str], row: Sequence[Any]) -> dict[str, Any]:
@@ -46,7 +76,7 @@ def check_table(table: str, columns: Iterator[str] | Sequence[str]) -> None:
     if table not in TABLES:
         raise ValueError(f"unknown table {table!r} in the dump")
     for name in columns:
-        if not name.replace("_", "").isalnum():
+        if not name.replace("_", "").isalnum() or name in LOCAL.get(table, ()):
             raise ValueError(f"bad column name {name!r} in the dump")
 
 

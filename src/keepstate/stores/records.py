@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, TooLarge
 from ..values import MAX_VERSION
 
 SCOPE_KINDS = ("run", "session", "agent", "user")
@@ -382,3 +382,42 @@ def finished_status(outcome: str, cancel_requested: bool) -> str:
     if cancel_requested and outcome != "complete":
         return "cancelled"
     return FINISHED[outcome]
+
+
+STATUS_EVENT, OUTPUT_EVENT = "run.status", "run.output"
+"""The events the platform writes into a run's log: ``{status}`` at each status change, and ``{output}``
+just before the ``done`` one. Workers may not write types starting ``run.``."""
+NewEvent = tuple[str, bytes]
+"""An event on its way into a run's log: its type and its data as canonical JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event of a run's log: ``seq`` counts 1, 2, 3... per run, across its invocations."""
+
+    seq: int
+    type: str
+    data: bytes
+    at: int
+
+    def public(self) -> dict[str, Any]:
+        return {"seq": self.seq, "type": self.type, "data": orjson.Fragment(self.data), "at": self.at}
+
+    @property
+    def ends(self) -> bool:
+        """Whether this event gives its run a final status: nothing comes after it."""
+        return self.type == STATUS_EVENT and orjson.loads(self.data).get("status") in FINAL
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    """A worker's emit, written: the ``seq`` of its last event and the run's ``cancel_requested``."""
+
+    seq: int
+    cancel_requested: bool
+
+
+def check_event_cap(last: int, adding: int, cap: int) -> None:
+    """TooLarge when ``adding`` events after the ``last`` a run's log holds would take it past ``cap``."""
+    if last + adding > cap:
+        raise TooLarge(f"a run's log holds at most {cap} events: it has {last}, and {adding} more would pass that")

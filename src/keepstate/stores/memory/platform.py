@@ -15,7 +15,7 @@ from itertools import count, islice
 from typing import Any, TypeVar
 
 from ...errors import InvalidRequest, NotFound, SessionBusy
-from ..base import PlatformFacet
+from ..base import PlatformFacet, RunEventLog
 from ..records import (
     ACTIVE,
     FINAL,
@@ -34,6 +34,7 @@ from ..records import (
     finished_status,
 )
 from ..session_forks import Forked
+from .events import MemoryEventLog
 
 T = TypeVar("T")
 
@@ -55,6 +56,20 @@ class MemoryPlatform(PlatformFacet):
         self._sessions_lock = threading.Lock()
         """Registering and deleting a session each take it: the sync embedded store registers from its own
         loop thread while a server's loop may delete, and both read, then change, two tables."""
+        self._events = MemoryEventLog(self._live_run)
+
+    @property
+    def events(self) -> RunEventLog:
+        return self._events
+
+    def _put(self, run: StoredRun) -> StoredRun:
+        """Store ``run`` (new or changed): the one way a run is written, so that every status change
+        writes its events in the same step."""
+        before = self._runs.get(run.id)
+        self._runs[run.id] = run
+        if before is None or before.status != run.status:
+            self._events.status_changed(run)
+        return run
 
     # keys
     async def add_key(self, key: StoredKey, secret_hash: str) -> None:
@@ -163,7 +178,8 @@ class MemoryPlatform(PlatformFacet):
             del self._sessions[(env, session_id)]
             for run in list(self._runs.values()):
                 if (run.env, run.session_id, run.status) == (env, session_id, "held"):
-                    self._runs[run.id] = replace(run, status="cancelled", updated_at=now)
+                    self._put(replace(run, status="cancelled", updated_at=now))
+            self._events.drop(self._of_session.get((env, session_id), []))
             agents = self._agents_of(env, session_id)
             self._registered.pop((env, session_id), None)
             return agents
@@ -200,7 +216,7 @@ class MemoryPlatform(PlatformFacet):
             if self._session_busy(run.env, run.session_id):
                 raise SessionBusy(f"session {run.session_id!r} has a queued or running run")
         stored = replace(run, seq=next(self._seq))
-        self._runs[run.id] = stored
+        self._put(stored)
         self._callers[run.id] = caller
         if run.session_id is not None:
             self._of_session.setdefault((run.env, run.session_id), []).append(run.id)
@@ -244,8 +260,8 @@ class MemoryPlatform(PlatformFacet):
         run = await self.get_run(env, run_id)
         if run is None or run.status != "held":
             return None
-        self._runs[run_id] = run = replace(
-            run, status="queued", decision=decision, updated_at=now, queue_deadline=invocation.queue_deadline
+        run = self._put(
+            replace(run, status="queued", decision=decision, updated_at=now, queue_deadline=invocation.queue_deadline)
         )
         self._queue(invocation)
         return run
@@ -262,8 +278,7 @@ class MemoryPlatform(PlatformFacet):
                     self._invocations[inv.id] = replace(inv, status="cancelled")
         elif run.status == "running":
             run = replace(run, cancel_requested=True, updated_at=now)
-        self._runs[run_id] = run
-        return run
+        return self._put(run)
 
     # invocations
     def _oldest_queued(self, env: str, agents: list[str], now: int) -> StoredInvocation | None:
@@ -287,11 +302,18 @@ class MemoryPlatform(PlatformFacet):
         inv = replace(inv, status="running", token_hash=token_hash, lease_until=lease_until, claimed_by=claimer)
         self._invocations[inv.id] = inv
         self._by_token[token_hash] = inv.id
-        run = replace(
-            self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now, queue_deadline=None
+        run = self._put(
+            replace(
+                self._runs[inv.run_id], status="running", cancel_requested=False, updated_at=now, queue_deadline=None
+            )
         )
-        self._runs[run.id] = run
         return Claimed(inv, run)
+
+    def _live_run(self, invocation_id: str, token_hash: str, now: int) -> StoredRun | None:
+        """The run of a live invocation, while it runs (what a worker's emit needs)."""
+        inv = self._live(invocation_id, token_hash, now)
+        run = None if inv is None else self._runs[inv.run_id]
+        return run if run is not None and run.status == "running" else None
 
     def _live(self, invocation_id: str, token_hash: str, now: int) -> StoredInvocation | None:
         inv = self._invocations.get(invocation_id)
@@ -331,8 +353,7 @@ class MemoryPlatform(PlatformFacet):
             run = replace(run, error=outcome.data)
         else:
             run = replace(run, hold=outcome.data, decision=NULL)
-        self._runs[run.id] = run
-        return run
+        return self._put(run)
 
     async def expire(self, now: int) -> int:
         return len(
@@ -345,7 +366,7 @@ class MemoryPlatform(PlatformFacet):
             self._invocations[inv.id] = replace(inv, status="lost")
             run = self._runs[inv.run_id]
             if run.status == "running":
-                self._runs[run.id] = replace(run, status="interrupted", updated_at=now)
+                self._put(replace(run, status="interrupted", updated_at=now))
         return [inv.run_id for inv in invocations]
 
     async def expire_queued(self, now: int) -> int:
@@ -359,7 +380,7 @@ class MemoryPlatform(PlatformFacet):
             if run.status == "queued" and _overdue(run.queue_deadline, now) and which(run)
         }
         for run_id in due:
-            self._runs[run_id] = replace(self._runs[run_id], status="expired", updated_at=now)
+            self._put(replace(self._runs[run_id], status="expired", updated_at=now))
         for inv in list(self._invocations.values()):
             if inv.run_id in due and inv.status == "queued":
                 self._invocations[inv.id] = replace(inv, status="expired")
@@ -390,6 +411,7 @@ class MemoryPlatform(PlatformFacet):
         gone = {run.id for run in oldest}
         for run_id in gone:
             run = self._runs.pop(run_id)
+            self._events.forget(run_id)
             self._callers.pop(run_id, None)
             if run.session_id is not None:
                 self._of_session[(run.env, run.session_id)].remove(run_id)

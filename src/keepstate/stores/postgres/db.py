@@ -72,6 +72,12 @@ def _connect_kwargs() -> dict[str, Any]:
     }
 
 
+async def connect_alone(url: str, name: str) -> psycopg.AsyncConnection[Any]:
+    """A connection outside every pool, with the pool's settings and ``application_name`` ``name``: one
+    that waits on the server for as long as the process runs (a LISTEN)."""
+    return await psycopg.AsyncConnection.connect(pg_url(url), **_connect_kwargs(), application_name=name)
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Connection trouble becomes Unavailable, a write refused by ``version_guard`` its own error; a bug

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import NotFound, SessionBusy
 from .. import dump
-from ..base import PlatformFacet
+from ..base import PlatformFacet, RunEventLog
 from ..records import (
     FINISHED,
     NULL,
@@ -33,9 +33,11 @@ from ..records import (
     finished_status,
 )
 from ..session_forks import Forked
+from ..sql import events as events_sql
 from ..sql import platform as sql
 from . import platform_sql as pg_sql
 from .db import aconnection
+from .events import PostgresEventLog
 from .platform_sql import pg
 
 FIRST_KEY_LOCK = 0x6B657973  # "keys": serialises the bootstrap of the first admin key
@@ -56,6 +58,11 @@ class PostgresPlatform(PlatformFacet):
 
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool) -> None:
         self.pool = pool
+        self._events = PostgresEventLog(pool)
+
+    @property
+    def events(self) -> RunEventLog:
+        return self._events
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
@@ -321,7 +328,7 @@ class PostgresPlatform(PlatformFacet):
         async with self._conn() as conn:
             cursor = await conn.execute(pg_sql.dump(table))
             columns = [column.name for column in cursor.description or ()]
-            return [dump.encode_row(columns, row) for row in await cursor.fetchall()]
+            return [dump.exported(table, dump.encode_row(columns, row)) for row in await cursor.fetchall()]
 
     async def load(self, table: str, rows: list[dict[str, Any]]) -> int:
         """Insert as exported (``seq`` kept), keep rows already there, then move the numbering past them."""
@@ -333,6 +340,10 @@ class PostgresPlatform(PlatformFacet):
                 added += max(cursor.rowcount, 0)
             if table in pg_sql.NUMBERED:
                 await conn.execute(pg_sql.renumber(table))
+            if table == "ks_run_events":
+                async with conn.cursor() as cursor:
+                    head = pg(events_sql.HEAD_PAST_EVENTS["postgres"])
+                    await cursor.executemany(head, [(run,) for run in dump.runs_of(rows)])
         return added
 
 
@@ -391,6 +402,7 @@ async def delete_session(conn: Conn, env: str, session_id: str, now: int) -> lis
     if cur.rowcount == 0:
         raise SessionBusy(f"session {session_id!r} has a queued or running run")
     await conn.execute(pg(sql.CANCEL_HELD_OF_SESSION), (now, env, session_id))
+    await conn.execute(pg(events_sql.DELETE_OF_SESSION), (env, session_id))
     rows = await (await conn.execute(pg(sql.SESSION_AGENTS), sql.of_session(env, session_id))).fetchall()
     await conn.execute(pg(sql.DELETE_SESSION_AGENTS), (env, session_id))
     return [row[0] for row in rows]

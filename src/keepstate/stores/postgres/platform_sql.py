@@ -31,6 +31,7 @@ from functools import cache
 
 from ..dump import order_by
 from ..records import DEFAULT_QUEUE_TIMEOUT_MS
+from ..sql import events
 from ..sql import platform as sql
 
 STEPS = (
@@ -84,6 +85,8 @@ STEPS = (
     sql.RUN_STATUS_INDEXES,
     # 7: the session a fork was made from
     sql.SESSION_PARENT,
+    # 8: each run's log of events, the platform's written by triggers (sql/events.py)
+    events.PG_STEP,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"

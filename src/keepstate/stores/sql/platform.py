@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from ..records import DEFAULT_QUEUE_TIMEOUT_MS, FINAL, RunFilter, StoredInvocation, StoredKey, StoredRun, StoredSession
+from . import events
 
 FINISHED = f"status IN ({', '.join(repr(status) for status in FINAL)})"
 """The runs a purge may delete; the same text in the partial index and the statements, so SQLite uses it."""
@@ -108,6 +109,8 @@ SQLITE_SCHEMA = [
     RUN_STATUS_INDEXES,
     # 7: the session a fork was made from
     SESSION_PARENT,
+    # 8: each run's log of events, the platform's written by triggers (sql/events.py)
+    events.SQLITE_STEP,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"

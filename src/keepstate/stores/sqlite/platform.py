@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from ... import offload
 from ...errors import NotFound, SessionBusy
 from .. import dump
-from ..base import PlatformFacet
+from ..base import PlatformFacet, RunEventLog
 from ..records import (
     FINISHED,
     NULL,
@@ -31,8 +31,10 @@ from ..records import (
     finished_status,
 )
 from ..session_forks import Forked
+from ..sql import events as events_sql
 from ..sql import platform as sql
 from .db import SqliteFile
+from .events import SqliteEventLog
 
 T = TypeVar("T")
 COMPONENT = "platform"
@@ -42,6 +44,11 @@ class SqlitePlatform(PlatformFacet):
     def __init__(self, db: SqliteFile) -> None:
         self.db = db
         db.migrate(COMPONENT, sql.SQLITE_SCHEMA)
+        self._events = SqliteEventLog(db)
+
+    @property
+    def events(self) -> RunEventLog:
+        return self._events
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self.db.aread(fn)
@@ -298,7 +305,7 @@ class SqlitePlatform(PlatformFacet):
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             cursor = conn.execute(f"SELECT * FROM {table} ORDER BY {dump.order_by(table)}")
             columns = [column[0] for column in cursor.description]
-            return [dump.encode_row(columns, row) for row in cursor.fetchall()]
+            return [dump.exported(table, dump.encode_row(columns, row)) for row in cursor.fetchall()]
 
         return await self._read(read)
 
@@ -311,6 +318,8 @@ class SqlitePlatform(PlatformFacet):
                 marks = ", ".join("?" for _ in row)
                 insert = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
                 added += conn.execute(insert, tuple(dump.decode_row(row).values())).rowcount
+            if table == "ks_run_events":
+                conn.executemany(events_sql.HEAD_PAST_EVENTS["sqlite"], [(run,) for run in dump.runs_of(rows)])
             return added
 
         return await self.db.awrite(write)
@@ -354,6 +363,7 @@ def delete_session(conn: sqlite3.Connection, env: str, session_id: str, now: int
             return None
         raise SessionBusy(f"session {session_id!r} has a queued or running run")
     conn.execute(sql.CANCEL_HELD_OF_SESSION, (now, env, session_id))
+    conn.execute(events_sql.DELETE_OF_SESSION, (env, session_id))
     agents = [row[0] for row in conn.execute(sql.SESSION_AGENTS, sql.of_session(env, session_id))]
     conn.execute(sql.DELETE_SESSION_AGENTS, (env, session_id))
     return agents
