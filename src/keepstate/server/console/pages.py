@@ -24,7 +24,7 @@ from ...platform.state import Address
 from ...stores.records import RUN_STATUSES, StoredRun
 from ..http import query_name
 from ..routes import record_id
-from . import auth, render, views
+from . import auth, render, run_events, views
 from .auth import SignedIn
 from .context import WAITING_CAP, after, owner_names, platform_of, shown, waiting_count
 from .state_pages import state_section
@@ -93,6 +93,7 @@ async def run(request: Request, signed: SignedIn) -> Response:
         caller, {"parent_id": found.id, "limit": CHILD_RUNS, "desc": True, "after": after(request, "children_after")}
     )
     section = await state_section(request, caller, Address("run", id=found.id, agent=found.agent), True)
+    events = await run_events.events_view(request, caller, found)
     return await shown(
         request,
         signed,
@@ -104,6 +105,7 @@ async def run(request: Request, signed: SignedIn) -> Response:
         children=children.items,
         next_children=children.next,
         section=section,
+        events=events,
     )
 
 

@@ -269,6 +269,22 @@ def decision_of(data: bytes) -> Decided | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One event of a run's log as its page shows it (and as the script adds a live one): its ``seq``,
+    type, data as indented JSON and time."""
+
+    seq: int
+    type: str
+    text: str
+    at: int
+
+
+def event_row(event: Any) -> EventRow:
+    """A stored event (``{seq, type, data, at}``, data canonical JSON) as a row of the Events table."""
+    return EventRow(event.seq, event.type, pretty(orjson.loads(event.data)), event.at)
+
+
 def run_ids(text: str | None, limit: int) -> list[str]:
     """The run ids of a status poll (``ids=a,b,c``), deduplicated, at most ``limit``."""
     if not text:
