@@ -11,8 +11,6 @@ their session, and ``follow`` waking for a run's new events. The races fire call
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Collection
 from dataclasses import replace
 
 import orjson
@@ -20,6 +18,7 @@ import pytest
 from test_platform_repo import ENV, claim, new_run, session, start, start_inv, uid
 
 from backends import declaring
+from event_sinks import following
 from keepstate.clock import now_ms
 from keepstate.errors import TooLarge
 from keepstate.stores.base import Database, PlatformFacet
@@ -27,8 +26,6 @@ from keepstate.stores.records import Claimed, Outcome, StoredEvent, StoredKey, S
 
 pytestmark = pytest.mark.parametrize("backend_url", declaring("platform"), indirect=True)
 CAP = 10_000
-WAIT_S = 30.0
-"""Only bounds a hang: what is awaited is observed, never timed."""
 
 
 async def log_of(repo: PlatformFacet, run_id: str) -> list[tuple[int, str, object]]:
@@ -235,46 +232,8 @@ async def test_emits_racing_the_finish_never_land_after_the_final_event(repo: Pl
 # ---------------------------------------------------------------- following
 
 
-class Sink:
-    """An ``EventSink`` that records what it was told."""
-
-    def __init__(self) -> None:
-        self.woken: list[Collection[str] | None] = []
-        self.ready = asyncio.Event()
-        self.changed = asyncio.Event()
-
-    def wake(self, run_ids: Collection[str] | None) -> None:
-        self.woken.append(None if run_ids is None else set(run_ids))
-        self.changed.set()
-
-    def following(self) -> None:
-        self.ready.set()
-
-    async def watched(self) -> None:
-        return None
-
-    async def woken_for(self, run_id: str) -> None:
-        async with asyncio.timeout(WAIT_S):
-            while not any(ids is None or run_id in ids for ids in self.woken):
-                self.changed.clear()
-                await self.changed.wait()
-
-
-@contextlib.asynccontextmanager
-async def following(repo: PlatformFacet) -> AsyncIterator[Sink]:
-    sink = Sink()
-    task = asyncio.create_task(repo.events.follow(sink))
-    try:
-        async with asyncio.timeout(WAIT_S):
-            await sink.ready.wait()
-        yield sink
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
 async def test_follow_wakes_for_the_runs_that_got_events(repo: PlatformFacet) -> None:
-    async with following(repo) as sink:
+    async with following(repo.events) as sink:
         run, claimed = await running(repo, "ev-follow")
         repo.events.written()
         await sink.woken_for(run.id)

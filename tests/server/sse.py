@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,19 +71,21 @@ class Stream:
         return item
 
     def events(self, count: int) -> list[Message]:
-        """The next ``count`` messages, comments skipped."""
+        """The next ``count`` messages, comments skipped (within ``HANG_S`` in all)."""
         found: list[Message] = []
+        give_up = time.monotonic() + HANG_S
         while len(found) < count:
-            item = self.next()
+            item = self.next(max(0.0, give_up - time.monotonic()))
             assert item is not None, f"the stream ended after {found}"
             if item.comment is None:
                 found.append(item)
         return found
 
     def rest(self) -> list[Message]:
-        """Every message until the server ends the stream, comments skipped."""
+        """Every message until the server ends the stream, comments skipped (within ``HANG_S`` in all)."""
         found: list[Message] = []
-        while (item := self.next()) is not None:
+        give_up = time.monotonic() + HANG_S
+        while (item := self.next(max(0.0, give_up - time.monotonic()))) is not None:
             if item.comment is None:
                 found.append(item)
         return found

@@ -18,7 +18,7 @@ from server_helpers import Api, error_of, token
 from sse import Stream
 
 from backends import declaring, fresh_url
-from serverproc import ServerInfo, running_server
+from serverproc import ServerInfo, running_server, stop
 
 KEEPALIVE = {"KEEPSTATE_EVENTS_KEEPALIVE": "0.3"}
 
@@ -267,3 +267,18 @@ def test_deleting_a_held_runs_session_ends_its_stream(api: Api) -> None:
         assert events.rest() == []  # its cancel went with the session's events
     assert page(api, run["id"]) == {"events": [], "next": None}
     assert api.run(run["id"])["status"] == "cancelled"
+
+
+def test_a_stopping_server_ends_its_streams_instead_of_waiting_out_its_grace(tmp_path: Path) -> None:
+    with running_server(f"sqlite:///{tmp_path / 'stop.db'}") as info:
+        client = Api(info)
+        try:
+            run, _ = running(client, "ev-stop")
+            with stream(client, run["id"], after=2) as events:
+                stop(info.process)
+                assert events.rest() == []  # ended by the server, not by a hang-up
+        finally:
+            client.close()
+        log = info.log()
+    assert "keepstate: stopped, store closed" in log  # its shutdown ran whole
+    assert "graceful shutdown exceeded" not in log and "Traceback" not in log
