@@ -114,16 +114,18 @@ def running_server(
     extra_env: Mapping[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
     python: str = sys.executable,
+    port: int | None = None,
 ) -> Iterator[ServerInfo]:
     """A ``keepstate serve`` process over ``store_url``; stopped with SIGTERM on exit. ``python``: the
-    interpreter whose keepstate serves (another virtual environment's, to test an install)."""
+    interpreter whose keepstate serves (another virtual environment's, to test an install). ``port``:
+    this one (a server started again where its clients know it), not a free one found."""
     key = admin_key or f"ks_test_{secrets.token_urlsafe(24)}"
     env = {**os.environ, "KEEPSTATE_ADMIN_KEY": key, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     for attempt in range(PORT_TRIES):
         try:
-            started = _start(store_url, env, lease, extra_args, python)
+            started = _start(store_url, env, lease, extra_args, python, port)
         except PortTaken:
-            if attempt == PORT_TRIES - 1:
+            if attempt == PORT_TRIES - 1 or port is not None:
                 raise
             continue
         with started as info:
@@ -132,10 +134,11 @@ def running_server(
 
 
 def _start(
-    store_url: str, env: dict[str, str], lease: float, extra_args: tuple[str, ...], python: str
+    store_url: str, env: dict[str, str], lease: float, extra_args: tuple[str, ...], python: str, port: int | None
 ) -> AbstractContextManager[ServerInfo]:
-    """Start a server on a free port and wait until it is ready; raises PortTaken when the port was taken."""
-    port = free_port()
+    """Start a server on ``port`` (a free one when None) and wait until it is ready; raises PortTaken when
+    the port was taken."""
+    port = port or free_port()
     args = [
         python,
         "-c",

@@ -29,6 +29,8 @@ PUBLIC = {
     "AsyncInvocation",
     "Key",
     "Run",
+    "RunEvent",
+    "EventPage",
     "Session",
     # errors
     "KeepstateError",

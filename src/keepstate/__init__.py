@@ -1,6 +1,18 @@
 """keepstate: durable state, sessions and exclusive turns for AI agents."""
 
-from .client import AsyncClient, AsyncInvocation, AsyncWorker, Client, Invocation, Key, Run, Session, Worker
+from .client import (
+    AsyncClient,
+    AsyncInvocation,
+    AsyncWorker,
+    Client,
+    EventPage,
+    Invocation,
+    Key,
+    Run,
+    RunEvent,
+    Session,
+    Worker,
+)
 from .embedded import Store, open
 from .errors import (
     Forbidden,
@@ -40,6 +52,7 @@ __all__ = [
     "Client",
     "Document",
     "DocumentInfo",
+    "EventPage",
     "Forbidden",
     "Hit",
     "InterruptedExecution",
@@ -60,6 +73,7 @@ __all__ = [
     "NotFound",
     "NotHeld",
     "Run",
+    "RunEvent",
     "Scope",
     "Session",
     "SessionBusy",

@@ -24,13 +24,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn, cast
 
 from .batch import Planned
-from .client.invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
-from .client.records import Claim, Run
+from .client import calls
+from .client.invocation import AsyncInvocation, AsyncState, EventItem, HoldRequested, Invocation, State
+from .client.records import Claim, Emitted, Run, RunEvent
+from .clock import now_ms
 from .embedded import Store, StoreOps
 from .embedded import open as open_store
-from .errors import KeepstateError, NoSession, NoUser
+from .errors import KeepstateError, NoSession, NoUser, TooLarge
 from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
 from .platform.memory import View, space_of
+from .platform.run_events import check_events
+from .protocol import MAX_RUN_EVENTS
 from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
@@ -53,9 +57,24 @@ class Held:
 
 @dataclass
 class Recorder:
-    """Child runs an agent started with ``inv.start_run`` (nothing runs them in a test)."""
+    """Child runs an agent started with ``inv.start_run`` (nothing runs them in a test), and the events
+    it emitted with ``inv.emit`` / ``inv.emit_many`` (seq counting from 1 per recorder, so a hold and its
+    resume given one recorder continue the count, as a run's log does)."""
 
     runs: list[Run] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+
+    def emit(self, events: list[EventItem]) -> Emitted:
+        """Record ``events``, refused as a server refuses them (1-100 a call, the type's form, 64 KiB of
+        data, 10,000 a recorder: ``InvalidRequest``, ``TooLarge``, nothing recorded); the last seq."""
+        items = [calls.event_item(event) for event in events]
+        checked = check_events(items)
+        if len(self.events) + len(checked) > MAX_RUN_EVENTS:
+            raise TooLarge(f"a run's log holds at most {MAX_RUN_EVENTS} events")
+        at = now_ms()
+        for (kind, _), item in zip(checked, items, strict=True):
+            self.events.append(RunEvent(len(self.events) + 1, kind, item["data"], at))
+        return Emitted(len(self.events), False)
 
     def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:
         run = Run(
@@ -227,7 +246,11 @@ def run_agent(
     try:
         state = State(*(Scope(ops) for ops in _scope_ops(opened, claim)))
         inv = Invocation(
-            claim, state, lambda a, i, s: recorder.start(claim, a, i, s), Memory(_memory_ops(opened, claim))
+            claim,
+            state,
+            lambda a, i, s: recorder.start(claim, a, i, s),
+            Memory(_memory_ops(opened, claim)),
+            recorder.emit,
         )
         try:
             return fn(inv)
@@ -259,11 +282,14 @@ async def arun_agent(
     async def start(a: str, i: Any, s: str | None) -> Run:
         return recorder.start(claim, a, i, s)
 
+    async def emit(events: list[EventItem]) -> Emitted:
+        return recorder.emit(events)
+
     try:
         state = AsyncState(*(AsyncScope(AsyncOps(ops)) for ops in _scope_ops(opened, claim)))
         try:
             memory = AsyncMemory(InlineAsyncMemoryOps(_memory_ops(opened, claim)))
-            return await fn(AsyncInvocation(claim, state, start, memory))
+            return await fn(AsyncInvocation(claim, state, start, memory, emit))
         except HoldRequested as hold:
             return Held(hold.request, claim.run_id)
     finally:

@@ -8,10 +8,13 @@
  * held by nobody until its lease ran out.
  */
 
-import type { AgentInfo, Claim, Decision, Heartbeat, Key, Page, Run, Session } from "./records.js";
-import { pageOf, parseAgent, parseClaim, parseHeartbeat, parseKey, parseRun, parseSession } from "./records.js";
+import type { AgentInfo, Claim, Decision, Emitted, EventPage, Heartbeat, Key, Page, Run, Session } from "./records.js";
+import {
+  pageOf, parseAgent, parseClaim, parseEmitted, parseEventPage, parseHeartbeat, parseKey, parseRun, parseSession,
+} from "./records.js";
 import type { Call } from "./transport.js";
 import { query, segment } from "./transport.js";
+import { InvalidRequest } from "./errors.js";
 import { checkSeconds, encode } from "./values.js";
 
 export const MAX_RUN_WAIT = 60;
@@ -121,6 +124,12 @@ export function cancelRun(id: string): Call<Run> {
   return { method: "POST", path: `/v0/runs/${segment(id)}/cancel`, parse: parseRun };
 }
 
+/** A page of the run's events with a seq past `after` (its owner, an admin). */
+export function runEvents(id: string, after: number, limit: number | undefined): Call<EventPage> {
+  const params = query({ after: after || undefined, limit });
+  return { method: "GET", path: `/v0/runs/${segment(id)}/events`, params, parse: parseEventPage, safe: true };
+}
+
 // -- agents -------------------------------------------------------------------------------------
 
 export function listAgents(): Call<AgentInfo[]> {
@@ -152,6 +161,31 @@ export function complete(claimed: Claim, output: string): Call<void> {
 
 export function fail(claimed: Claim, type: string, message: string): Call<void> {
   return invocation(claimed, "fail", nothing, JSON.stringify({ error: { type, message } }));
+}
+
+/** One event to emit: `type` (default `message`: the server's) and `data`, any JSON value. */
+export interface EventItem {
+  type?: string;
+  data: unknown;
+}
+
+/**
+ * Append events to the run's log. Not safe to repeat, unlike the invocation calls around it: the run
+ * token does not fence a second emit of the same events while the invocation runs, so a lost answer
+ * is not retried. The type's form and the limits (100 a call, 64 KiB of data) are the server's to judge.
+ */
+export function emit(claimed: Claim, events: EventItem[]): Call<Emitted> {
+  if (!Array.isArray(events)) throw new InvalidRequest("events must be a list of {type?, data}");
+  const items = events.map((item, index) => {
+    if (item === null || typeof item !== "object" || !("data" in item)) {
+      throw new InvalidRequest(`events[${index}] must be {type?, data}`);
+    }
+    if (item.type !== undefined && typeof item.type !== "string") throw new InvalidRequest(`events[${index}].type must be a string`);
+    const data = item.data ?? null;
+    return item.type === undefined ? { data } : { type: item.type, data };
+  });
+  const path = `/v0/invocations/${segment(claimed.id)}/events`;
+  return { method: "POST", path, body: encode({ events: items }), parse: parseEmitted, token: claimed.token };
 }
 
 /** `request` must be encoded already, as for `complete`. */

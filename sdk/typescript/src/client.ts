@@ -1,5 +1,5 @@
 /**
- * `Client`: the caller's side of the HTTP API — sessions, runs, keys, agents, and state read and
+ * `Client`: the caller's side of the HTTP API — sessions, runs (and their events), keys, agents, and state read and
  * written with the client's key ("State for callers").
  *
  * Only calls live here: each request is described in `calls.ts` / `state-calls.ts` and sent by one
@@ -9,7 +9,9 @@
 
 import * as calls from "./calls.js";
 import type { ForkFields, RunFilter, SessionFields, StartOptions } from "./calls.js";
-import type { AgentInfo, Decision, Key, Page, Run, Session } from "./records.js";
+import type { StreamOptions } from "./events.js";
+import { EventStream } from "./events.js";
+import type { AgentInfo, Decision, EventPage, Key, Page, Run, Session } from "./records.js";
 import { isFinished } from "./records.js";
 import { Scope } from "./scope.js";
 import { callerTarget } from "./state-calls.js";
@@ -121,6 +123,23 @@ export class Runs {
   /** Cancel: a queued or held run now; a running one sees `cancelRequested` at its next heartbeat. */
   cancel(id: string): Promise<Run> {
     return this.sender.send(calls.cancelRun(id));
+  }
+
+  /**
+   * A page of the run's events with a seq past `after` (default 0), oldest first; `next` is the `after`
+   * of the next page (null on the last). `NotFound` for a run this key may not see.
+   */
+  events(id: string, options: { after?: number; limit?: number } = {}): Promise<EventPage> {
+    return this.sender.send(calls.runEvents(id, options.after ?? 0, options.limit));
+  }
+
+  /**
+   * The run's events past `after` as they are written, each once and in seq order, until the run has
+   * ended (a held run's stream waits through the hold): `for await (const event of client.runs.stream(id))`.
+   * A dropped connection is made again from the last seq yielded; `close()` (or leaving the loop) closes it.
+   */
+  stream(id: string, options: StreamOptions = {}): EventStream {
+    return new EventStream(this.sender, id, options);
   }
 }
 

@@ -11,18 +11,20 @@ export { Batch } from "./batch.js";
 export type { BatchResult } from "./batch.js";
 export { Agents, CallerState, Client, Keys, Runs, Sessions } from "./client.js";
 export type { ClientOptions } from "./client.js";
-export type { ForkFields, RunFilter, SessionFields, StartOptions } from "./calls.js";
+export type { EventItem, ForkFields, RunFilter, SessionFields, StartOptions } from "./calls.js";
 export {
   ERRORS, Forbidden, InvalidKey, InvalidRequest, InvalidValue, KeepstateError, LeaseLost, NoEmbedder, NoSession,
   NotAList, NotAnInteger, NotFound, NotHeld, NoUser, SessionBusy, SessionLocked, TooLarge, Unauthorized,
   Unavailable, VersionConflict,
 } from "./errors.js";
 export type { BatchConflict, ErrorDetails } from "./errors.js";
+export { EventStream } from "./events.js";
+export type { StreamOptions } from "./events.js";
 export { HoldRequested, Invocation, InvocationState } from "./invocation.js";
 export { Memory } from "./memory.js";
 export type { Document, DocumentInfo, Hit, SearchMode, SearchOptions } from "./memory.js";
 export { isFinished } from "./records.js";
-export type { AgentInfo, Decision, Key, Run, RunStatus, Session } from "./records.js";
+export type { AgentInfo, Decision, EventPage, Key, Run, RunEvent, RunStatus, Session } from "./records.js";
 export { Scope } from "./scope.js";
 export { SessionStore } from "./sessions.js";
 export type { SessionStoreOptions } from "./sessions.js";

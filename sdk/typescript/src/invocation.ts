@@ -11,6 +11,7 @@
 
 import { Batch } from "./batch.js";
 import * as calls from "./calls.js";
+import type { EventItem } from "./calls.js";
 import { Memory } from "./memory.js";
 import type { Claim, Decision, Run } from "./records.js";
 import { Scope } from "./scope.js";
@@ -53,10 +54,18 @@ export class InvocationState {
   }
 }
 
-/** What heartbeats learn about an invocation while it runs. */
+/** What heartbeats (and emits) learn about an invocation while it runs. */
 export interface LeaseStatus {
   cancelRequested: boolean;
   lost: boolean;
+}
+
+/**
+ * Mirror a heartbeat's or an emit's `cancel_requested` onto the lease: once true it stays true (a cancel
+ * is never withdrawn, and an older heartbeat's answer arriving late must not hide a newer one).
+ */
+export function sawCancel(lease: LeaseStatus, requested: boolean): void {
+  lease.cancelRequested ||= requested;
 }
 
 export class Invocation {
@@ -80,7 +89,7 @@ export class Invocation {
   private readonly token: string;
 
   constructor(
-    claimed: Claim,
+    private readonly claimed: Claim,
     private readonly sender: Sender,
     private readonly lease: LeaseStatus = { cancelRequested: false, lost: false },
   ) {
@@ -111,6 +120,22 @@ export class Invocation {
   /** End this invocation with the run held for a decision on `request`. Save progress in `state.run` first. */
   hold(request?: unknown): never {
     throw new HoldRequested(request);
+  }
+
+  /**
+   * Append one event to the run's log (what a caller reads with `client.runs.stream`); resolves to its
+   * seq. `type`: 1–64 of `a-z 0-9 . _ -`, default `message`; `data`: any JSON value up to 64 KiB. Its
+   * answer refreshes `cancelRequested`, as a heartbeat's does.
+   */
+  emit(data: unknown, options: { type?: string } = {}): Promise<number> {
+    return this.emitMany([{ type: options.type, data }]);
+  }
+
+  /** Append `events` (`{type?, data}` each) in one call, all or none; resolves to the seq of the last. At most 100. */
+  async emitMany(events: EventItem[]): Promise<number> {
+    const answer = await this.sender.send(calls.emit(this.claimed, events));
+    sawCancel(this.lease, answer.cancelRequested);
+    return answer.seq;
   }
 
   /** Start a child run of `agent`: its `parentId` is this run and its `user` this run's. */

@@ -87,6 +87,30 @@ export interface Heartbeat {
   cancelRequested: boolean;
 }
 
+/**
+ * One event of a run's log. `seq` counts 1, 2, 3… per run across its invocations; `type` is the
+ * emitter's (`message` by default) or the platform's (`run.status` `{status}`, `run.output` `{output}`);
+ * `at` is the server's time (ms since the epoch).
+ */
+export interface RunEvent {
+  seq: number;
+  type: string;
+  data: any;
+  at: number | null;
+}
+
+/** A page of a run's events, oldest first; `next` is the `after` of the next page, null on the last. */
+export interface EventPage {
+  events: RunEvent[];
+  next: number | null;
+}
+
+/** The answer to an emit: the last seq written, and whether a cancel was requested. */
+export interface Emitted {
+  seq: number;
+  cancelRequested: boolean;
+}
+
 /** One page of a listing and the cursor of the next (null on the last). */
 export interface Page<T> {
   items: T[];
@@ -154,6 +178,32 @@ export function parseClaim(data: unknown): Claim {
 export function parseHeartbeat(data: unknown): Heartbeat {
   const w = object(data, "a heartbeat");
   return { leaseSeconds: Number(w["lease_seconds"] ?? 30), cancelRequested: Boolean(w["cancel_requested"]) };
+}
+
+/** A run in `status` will not run again: done, failed, cancelled, expired, interrupted (not held). */
+export function hasEnded(status: unknown): boolean {
+  return typeof status === "string" && status !== "queued" && status !== "running" && status !== "held";
+}
+
+/** The `run.status` event that ends its run. */
+export function isFinal(event: RunEvent): boolean {
+  return event.type === "run.status" && hasEnded((event.data as { status?: unknown } | null)?.status);
+}
+
+export function parseRunEvent(data: unknown): RunEvent {
+  const w = object(data, "an event");
+  return { seq: Number(w["seq"]), type: w["type"] ?? "message", data: or(w["data"]), at: or(w["at"]) };
+}
+
+export function parseEventPage(data: unknown): EventPage {
+  const w = object(data, "a page of events");
+  const events = Array.isArray(w["events"]) ? (w["events"] as unknown[]).map(parseRunEvent) : [];
+  return { events, next: w["next"] === undefined || w["next"] === null ? null : Number(w["next"]) };
+}
+
+export function parseEmitted(data: unknown): Emitted {
+  const w = object(data, "an emit's answer");
+  return { seq: Number(w["seq"] ?? 0), cancelRequested: Boolean(w["cancel_requested"]) };
 }
 
 /** A page `{[field]: [...], next}` of records parsed by `parse`. */

@@ -139,6 +139,29 @@ export class Sender {
     }
   }
 
+  /**
+   * Open `call` for an answer read as it comes (an event stream), once: no retries (its reader decides
+   * when to connect again), `headers` added. The response once its head is a 2xx; else the error the
+   * server sent (a 502/503/504 too), or `Unavailable` when it could not be reached or sent no head
+   * within the timeout. `controller` aborts it, and later the reading of its body.
+   */
+  async open(call: Call<unknown>, headers: Record<string, string>, controller: AbortController): Promise<Response> {
+    const seconds = this.config.timeout;
+    const timer = setTimeout(() => controller.abort(new TimeoutAbort(seconds)), seconds * 1000);
+    let response: Response;
+    try {
+      const init = { method: call.method, headers: { ...this.headers(call), ...headers }, signal: controller.signal };
+      response = await this.config.fetch(this.url(call), init);
+    } catch (error) {
+      throw this.unreachable(error as Error, 0); // no server said when: the reader's own backoff decides
+    } finally {
+      clearTimeout(timer);
+    }
+    if (response.ok) return response;
+    const text = await response.text().catch(() => "");
+    throw fromWire(response.status, decode(text), retryDelay(response.headers.get("retry-after")));
+  }
+
   private mayRetry(attempt: number, safe: boolean): boolean {
     return safe && attempt < this.config.retries;
   }
@@ -174,10 +197,10 @@ export class Sender {
     return headers;
   }
 
-  private unreachable(error: Error): KeepstateError {
+  private unreachable(error: Error, retryAfter = 1): KeepstateError {
     const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
     const detail = [error.message, cause?.code ?? cause?.message].filter(Boolean).join(": ");
-    return new Unavailable(`cannot reach keepstate at ${this.config.baseUrl}: ${detail}`, { retryAfter: 1 });
+    return new Unavailable(`cannot reach keepstate at ${this.config.baseUrl}: ${detail}`, { retryAfter });
   }
 }
 

@@ -3,7 +3,7 @@
  *
  * Each of `concurrency` loops long-polls `POST /v0/invocations/claim`, runs the agent with an
  * `Invocation`, heartbeats in the background every third of the lease (which also brings
- * `cancelRequested`), then completes, fails or holds — as the Python SDK's workers do, with async
+ * `cancelRequested`, as the agent's emits do), then completes, fails or holds — as the Python SDK's workers do, with async
  * loops on one event loop instead of threads. `stop()` lets every invocation in flight finish and
  * report; an idle loop ends when its current claim poll ends (a claim poll is never abandoned
  * midway: its answer could be an invocation nobody would run until its lease ran out). A revoked or
@@ -15,7 +15,7 @@
 import * as calls from "./calls.js";
 import { KeepstateError, Unauthorized } from "./errors.js";
 import type { LeaseStatus } from "./invocation.js";
-import { HoldRequested, Invocation } from "./invocation.js";
+import { HoldRequested, Invocation, sawCancel } from "./invocation.js";
 import type { Claim } from "./records.js";
 import type { Call, ConnectionOptions } from "./transport.js";
 import { backoff, buildConfig, Sender } from "./transport.js";
@@ -134,7 +134,7 @@ class Heartbeats {
   private async beat(interval: number): Promise<void> {
     try {
       const answer = await this.sender.send(calls.heartbeat(this.claimed));
-      this.lease.cancelRequested = answer.cancelRequested;
+      sawCancel(this.lease, answer.cancelRequested);
       this.schedule(answer.leaseSeconds / 3);
     } catch (error) {
       if (this.stopped) return;

@@ -8,17 +8,26 @@ import { readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, it } from "node:test";
 import * as keepstate from "keepstate";
+import type { EventItem, EventPage, RunEvent, StreamOptions } from "keepstate";
 import { PACKAGE_ROOT } from "./support/server.js";
 
 describe("the package", () => {
   it("exports exactly its public names", () => {
     assert.deepEqual(Object.keys(keepstate).sort(), [
-      "Agents", "Batch", "CallerState", "Client", "ERRORS", "Forbidden", "HoldRequested", "InvalidKey", "InvalidRequest",
+      "Agents", "Batch", "CallerState", "Client", "ERRORS", "EventStream", "Forbidden", "HoldRequested", "InvalidKey", "InvalidRequest",
       "InvalidValue", "Invocation", "InvocationState", "KeepstateError", "Keys", "LeaseLost", "Memory", "NoEmbedder",
       "NoSession", "NoUser", "NotAList", "NotAnInteger", "NotFound", "NotHeld", "Runs", "Scope", "SessionBusy",
       "SessionLocked", "SessionStore", "Sessions", "TooLarge", "Unauthorized", "Unavailable", "VersionConflict",
       "Worker", "isFinished",
     ]);
+  });
+
+  it("exports the types of its calls' arguments and answers (a missing one fails the build)", () => {
+    const event: RunEvent = { seq: 1, type: "message", data: null, at: null };
+    const page: EventPage = { events: [event], next: null };
+    const items: EventItem[] = [{ data: 1 }, { type: "token", data: "a" }];
+    const options: StreamOptions = { after: 0 };
+    assert.deepEqual([page.events.length, items.length, options.after], [1, 2, 0]);
   });
 
   it("is an ES module with types for Node 18+, and no runtime dependencies", () => {

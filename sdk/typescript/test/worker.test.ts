@@ -4,15 +4,13 @@
  */
 
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { pathToFileURL } from "node:url";
 import { Client, Forbidden, type Invocation, type Run, SessionBusy, Unauthorized, Worker } from "keepstate";
-import ts from "typescript";
+import { runExample } from "./support/examples.js";
 import { seedChatWorker } from "./support/seed-chat.js";
-import { agentName, PACKAGE_ROOT, REPO_ROOT, type Server, sleepMs, startServer } from "./support/server.js";
+import { agentName, REPO_ROOT, type Server, sleepMs, startServer } from "./support/server.js";
 
 const LEASE = 2;
 let server: Server;
@@ -277,23 +275,7 @@ describe("the agent side", () => {
       const readme = readFileSync(resolve(REPO_ROOT, "README.md"), "utf8");
       const block = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
       assert.ok(block, "README.md has a ```ts block");
-      const entry = pathToFileURL(resolve(PACKAGE_ROOT, "dist/index.js")).href;
-      const code = ts.transpileModule(block.replaceAll("http://127.0.0.1:8420", server.url), {
-        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-      }).outputText.replace(/from "keepstate"/g, `from ${JSON.stringify(entry)}`);
-      const dir = mkdtempSync(join(tmpdir(), "keepstate-readme-"));
-      const printed: unknown[] = [];
-      const log = console.log;
-      process.env["KEEPSTATE_ADMIN_KEY"] = server.adminKey;
-      console.log = (...values: unknown[]) => void printed.push(...values);
-      try {
-        writeFileSync(join(dir, "readme.mjs"), code);
-        await import(pathToFileURL(join(dir, "readme.mjs")).href);
-      } finally {
-        console.log = log;
-        delete process.env["KEEPSTATE_ADMIN_KEY"];
-        rmSync(dir, { recursive: true, force: true });
-      }
+      const printed = await runExample(block, server.url, { KEEPSTATE_ADMIN_KEY: server.adminKey });
       assert.deepEqual(printed, [{ reply: "turn 1" }]);
     });
   });

@@ -12,7 +12,7 @@ from ._sync import Agents, CallerState, Client, Keys, Runs, Sessions
 from .async_worker import AsyncWorker
 from .invocation import AsyncInvocation, AsyncState, HoldRequested, Invocation, State
 from .memory_calls import CallerMemory
-from .records import Agent, Claim, Heartbeat, Key, Run, Session
+from .records import Agent, Claim, EventPage, Heartbeat, Key, Run, RunEvent, Session
 from .worker import Worker
 
 __all__ = [
@@ -31,12 +31,14 @@ __all__ = [
     "CallerState",
     "Claim",
     "Client",
+    "EventPage",
     "Heartbeat",
     "HoldRequested",
     "Invocation",
     "Key",
     "Keys",
     "Run",
+    "RunEvent",
     "Runs",
     "Session",
     "Sessions",

@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from ..errors import StoreClosed
+from ..errors import KeepstateError, StoreClosed
 from ..memory import AsyncMemory
 from ..per_loop import PerLoop
 from ..scope import AsyncScope
 from . import _core, calls
 from ._core import Call, Config
+from ._events import EventStream, dropped
 from .invocation import AsyncHttpOps
 from .memory_calls import AsyncHttpMemoryOps, CallerMemory
-from .records import Agent, Key, Run, Session
+from .records import Agent, EventPage, Key, Run, RunEvent, Session
 from .state_calls import StateTarget
 
 T = TypeVar("T")
@@ -43,6 +45,10 @@ class AsyncSender:
     @property
     def closed(self) -> bool:
         return self._clients.closed
+
+    async def client(self) -> httpx.AsyncClient:
+        """This loop's ``httpx.AsyncClient``; ``StoreClosed`` once the client was closed."""
+        return await self._current()
 
     async def send(self, call: Call[T]) -> T:
         http = await self._current()
@@ -130,9 +136,10 @@ class AsyncSessions:
 
 
 class AsyncRuns:
-    """``client.runs``, awaited; ``list`` is an async iterator (``async for``)."""
+    """``client.runs``, awaited; ``list`` and ``stream`` are async iterators (``async for``)."""
 
     def __init__(self, sender: AsyncSender) -> None:
+        self._sender = sender
         self._send = sender.send
 
     async def start(
@@ -177,6 +184,51 @@ class AsyncRuns:
 
     async def cancel(self, run_id: str) -> Run:
         return await self._send(calls.cancel_run(run_id))
+
+    async def events(self, run_id: str, after: int = 0, limit: int | None = None) -> EventPage:
+        return await self._send(calls.run_events(run_id, after, limit))
+
+    async def stream(self, run_id: str, after: int = 0) -> AsyncGenerator[RunEvent, None]:
+        """``Runs.stream``, as an async iterator; ``aclose()`` it (or leave its ``async for``) to close
+        the connection."""
+        stream = EventStream(self._sender.config, run_id, after)
+        while True:
+            try:
+                async with contextlib.aclosing(self._connection(stream)) as events:
+                    async for event in events:
+                        yield event
+                if stream.closed_cleanly():
+                    return
+                if stream.needs_check() and stream.checked(await self.get(run_id)):
+                    async with contextlib.aclosing(self._drain(stream)) as rest:
+                        async for event in rest:
+                            yield event
+                    return
+                delay = stream.retry_in()
+            except KeepstateError as error:
+                delay = stream.retry_in(error)
+            await asyncio.sleep(delay)
+
+    async def _connection(self, stream: EventStream) -> AsyncGenerator[RunEvent, None]:
+        path, params, headers = stream.request()
+        http = await self._sender.client()
+        try:
+            async with http.stream("GET", path, params=params, headers=headers, timeout=stream.timeout()) as response:
+                refusal = await response.aread() if response.status_code != 200 else b""
+                stream.opened(response.status_code, response.headers.get("content-type"), refusal)
+                async for chunk in response.aiter_bytes():
+                    for event in stream.feed(chunk):
+                        yield event
+        except httpx.TransportError as error:
+            raise dropped(error, self._sender.config) from error
+
+    async def _drain(self, stream: EventStream) -> AsyncGenerator[RunEvent, None]:
+        while True:
+            fresh, last = stream.drained(await self._send(stream.drain_call()))
+            for event in fresh:
+                yield event
+            if last:
+                return
 
 
 class AsyncAgents:

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from ..errors import StoreClosed
+from ..errors import KeepstateError, StoreClosed
 from ..memory import Memory
 from ..scope import Scope
 from . import _core, calls
 from ._core import Call, Config
+from ._events import EventStream, dropped
 from .invocation import HttpOps
 from .memory_calls import CallerMemory, HttpMemoryOps
-from .records import Agent, Key, Run, Session
+from .records import Agent, EventPage, Key, Run, RunEvent, Session
 from .state_calls import StateTarget
 
 T = TypeVar("T")
@@ -35,14 +36,19 @@ class SyncSender:
         self.config = config
         self.http = httpx.Client(transport=transport, **config.client_options())
 
-    def send(self, call: Call[T]) -> T:
+    def client(self) -> httpx.Client:
+        """The pooled ``httpx.Client``; ``StoreClosed`` once it was closed."""
         if self.http.is_closed:
             raise StoreClosed("this Client is closed: make a new one to use it")
+        return self.http
+
+    def send(self, call: Call[T]) -> T:
+        http = self.client()
         attempt = 0
         while True:
             delay = None
             try:
-                response = self.http.request(
+                response = http.request(
                     call.method,
                     call.path,
                     params=call.params,
@@ -114,9 +120,10 @@ class Sessions:
 
 
 class Runs:
-    """``client.runs``: start turns, wait for them, decide held ones, cancel."""
+    """``client.runs``: start turns, wait for them, decide held ones, cancel, read their events."""
 
     def __init__(self, sender: SyncSender) -> None:
+        self._sender = sender
         self._send = sender.send
 
     def start(
@@ -165,6 +172,51 @@ class Runs:
     def cancel(self, run_id: str) -> Run:
         """Cancel: a queued or held run now; a running one is asked to stop at its next heartbeat."""
         return self._send(calls.cancel_run(run_id))
+
+    def events(self, run_id: str, after: int = 0, limit: int | None = None) -> EventPage:
+        """A page of the run's events with a seq past ``after``, oldest first; ``.next`` is the ``after``
+        of the next page (None on the last). NotFound for a run this key may not see."""
+        return self._send(calls.run_events(run_id, after, limit))
+
+    def stream(self, run_id: str, after: int = 0) -> Generator[RunEvent, None, None]:
+        """The run's events past ``after`` as they are written, each once and in seq order, until the run
+        has ended (done, failed, cancelled, expired, interrupted; a held run's stream waits through the
+        hold). A dropped connection is made again by itself from the last seq yielded (``_events.py``).
+        ``close()`` the iterator (or drop it: leave a ``for`` loop over ``runs.stream(...)``) to close the
+        connection."""
+        stream = EventStream(self._sender.config, run_id, after)
+        while True:
+            try:
+                yield from self._connection(stream)
+                if stream.closed_cleanly():
+                    return
+                if stream.needs_check() and stream.checked(self.get(run_id)):
+                    yield from self._drain(stream)
+                    return
+                delay = stream.retry_in()
+            except KeepstateError as error:
+                delay = stream.retry_in(error)
+            time.sleep(delay)
+
+    def _connection(self, stream: EventStream) -> Generator[RunEvent, None, None]:
+        path, params, headers = stream.request()
+        try:
+            with self._sender.client().stream(
+                "GET", path, params=params, headers=headers, timeout=stream.timeout()
+            ) as response:
+                refusal = response.read() if response.status_code != 200 else b""
+                stream.opened(response.status_code, response.headers.get("content-type"), refusal)
+                for chunk in response.iter_bytes():
+                    yield from stream.feed(chunk)
+        except httpx.TransportError as error:
+            raise dropped(error, self._sender.config) from error
+
+    def _drain(self, stream: EventStream) -> Generator[RunEvent, None, None]:
+        while True:
+            fresh, last = stream.drained(self._send(stream.drain_call()))
+            yield from fresh
+            if last:
+                return
 
 
 class Agents:

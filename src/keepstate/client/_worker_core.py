@@ -51,8 +51,8 @@ class Budget:
 
 
 def heartbeat_answered(inv: _Facts, beat: Heartbeat) -> float:
-    """Mirror a heartbeat's answer onto the invocation; the seconds until the next one."""
-    inv.cancel_requested = beat.cancel_requested
+    """Mirror a heartbeat's answer onto the invocation (as an emit's is); the seconds until the next one."""
+    inv._mirror_cancel(beat.cancel_requested)
     return beat.lease_seconds / 3
 
 

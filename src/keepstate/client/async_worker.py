@@ -162,6 +162,7 @@ class AsyncWorker(AgentRegistration):
             async_http_state(self._send, claim.token),
             self._child_starter(claim.token),
             AsyncMemory(AsyncHttpMemoryOps(self._send, run_target(claim.token))),
+            lambda events: self._send(calls.emit(claim.id, claim.token, events)),
         )
         fn = self._registry.functions.get(claim.agent)
         done = asyncio.Event()

@@ -5,13 +5,14 @@ Built once here and sent by either face (sync or async), so the two cannot drift
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .. import values
+from ..errors import InvalidRequest
 from ..protocol import MAX_CLAIM_WAIT_S, MAX_RUN_WAIT_S
 from ._core import Call, _keep, _none, body, query, segment
-from .records import Agent, Claim, Heartbeat, Key, Run, Session
+from .records import Agent, Claim, Emitted, EventPage, Heartbeat, Key, Run, Session
 
 # -- sessions --------------------------------------------------------------------------------
 
@@ -117,6 +118,12 @@ def cancel_run(run_id: str) -> Call[Run]:
     return Call("POST", f"/v0/runs/{segment(run_id)}/cancel", Run.from_dict)
 
 
+def run_events(run_id: str, after: int, limit: int | None) -> Call[EventPage]:
+    """A page of the run's events after ``after`` (its owner, admins)."""
+    params = query(after=after or None, limit=limit)
+    return Call("GET", f"/v0/runs/{segment(run_id)}/events", EventPage.from_dict, params=params, safe=True)
+
+
 # -- agents ----------------------------------------------------------------------------------
 
 
@@ -183,3 +190,23 @@ def fail(invocation_id: str, token: str, error_type: str, message: str) -> Call[
 
 def hold(invocation_id: str, token: str, request: Any) -> Call[Any]:
     return _invocation(invocation_id, "hold", token, values.encode({"request": request}))
+
+
+def emit(invocation_id: str, token: str, events: Iterable[Mapping[str, Any]]) -> Call[Emitted]:
+    """Append events to the run's log. Not safe to repeat, unlike the calls above: the run token does not
+    fence a second emit of the same events while the invocation runs, so a lost answer is not retried."""
+    path = f"/v0/invocations/{segment(invocation_id)}/events"
+    content = values.encode({"events": [event_item(event) for event in events]})
+    return Call("POST", path, Emitted.from_dict, content, auth="token", token=token)
+
+
+def event_item(event: Mapping[str, Any]) -> dict[str, Any]:
+    """One item of ``emit_many``: a mapping with ``data`` and, optionally, ``type`` (the server's default,
+    ``message``, when absent or None); InvalidRequest for anything else. The type's form and the limits
+    (100 a call, 64 KiB of data) are the server's to judge, so its errors come back as they are."""
+    if not isinstance(event, Mapping) or "data" not in event or not set(event) <= {"type", "data"}:
+        raise InvalidRequest(f"an event is a mapping {{'type'?: str, 'data': value}}, got {event!r:.80}")
+    kind = event.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise InvalidRequest(f"an event's type is a string, got {kind!r:.80}")
+    return {"data": event["data"]} if kind is None else {"type": kind, "data": event["data"]}

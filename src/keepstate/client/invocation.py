@@ -6,13 +6,18 @@ paging) over a few primitive ops, and its agent's memory (``inv.memory``) the sh
 ``Memory``/``AsyncMemory`` likewise; here those ops go over HTTP with the invocation's run token,
 and ``keepstate.testing`` gives the same classes ops straight on an embedded store.
 
+``emit(data, type="message")`` and ``emit_many(events)`` append to the run's event log (what a caller
+streams with ``client.runs.stream``); their answer, like a heartbeat's, brings ``cancel_requested``,
+which both mirror onto the invocation through ``_Facts._mirror_cancel`` (once True, it stays True: a
+cancel is never withdrawn, and an older heartbeat's answer arriving late must not hide a newer one).
+
 ``hold(request)`` raises ``HoldRequested``, a ``BaseException`` like ``KeyboardInterrupt``, so an
 agent's ``except Exception`` cannot swallow it by accident; the worker catches it and holds the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -22,10 +27,14 @@ from ..memory import AsyncMemory, Memory
 from ..scope import Appended, AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
 from . import state_calls
 from ._core import Call
-from .records import Claim, Run
+from .records import Claim, Emitted, Run
 from .state_calls import StateTarget
 
 SCOPE_NAMES = ("run", "session", "agent", "user")
+EventItem = Mapping[str, Any]
+"""One item of ``emit_many``: ``{"type": str, "data": value}``, ``type`` optional (``message``)."""
+Emit = Callable[[list[EventItem]], Emitted]
+AsyncEmit = Callable[[list[EventItem]], Awaitable[Emitted]]
 
 
 class HoldRequested(BaseException):
@@ -205,21 +214,45 @@ class _Facts:
         """End this invocation with the run held for a decision on ``request``. Save progress first."""
         raise HoldRequested(request)
 
+    def _mirror_cancel(self, cancel_requested: bool) -> None:
+        """Mirror a heartbeat's or an emit's ``cancel_requested``; once True it stays True."""
+        self.cancel_requested = self.cancel_requested or bool(cancel_requested)
+
+    def _emitted(self, answer: Emitted) -> int:
+        self._mirror_cancel(answer.cancel_requested)
+        return answer.seq
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.kind} of run {self.run_id} ({self.agent})>"
 
 
 class Invocation(_Facts):
-    """One execution of a run, for a sync agent function: facts, ``state``, ``memory``, ``hold``, ``start_run``."""
+    """One execution of a run, for a sync agent function: facts, ``state``, ``memory``, ``hold``,
+    ``start_run``, ``emit``."""
 
     def __init__(
-        self, claim: Claim, state: State, start_run: Callable[[str, Any, str | None], Run], memory: Memory
+        self,
+        claim: Claim,
+        state: State,
+        start_run: Callable[[str, Any, str | None], Run],
+        memory: Memory,
+        emit: Emit,
     ) -> None:
         super().__init__(claim)
         self.state = state
         self.memory = memory
         """The agent's memory, as this run's end user: ``users/{user}/…`` is that user's folder."""
         self._start_run = start_run
+        self._emit = emit
+
+    def emit(self, data: Any, type: str = "message") -> int:
+        """Append one event to the run's log; its seq. Also refreshes ``cancel_requested``."""
+        return self.emit_many([{"type": type, "data": data}])
+
+    def emit_many(self, events: Iterable[EventItem]) -> int:
+        """Append ``events`` (``{"type"?: str, "data": value}`` each) to the run's log in one call, all or
+        none; the seq of the last. At most 100 a call (``TooLarge``); also refreshes ``cancel_requested``."""
+        return self._emitted(self._emit(list(events)))
 
     def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:
         """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's."""
@@ -227,7 +260,7 @@ class Invocation(_Facts):
 
 
 class AsyncInvocation(_Facts):
-    """One execution of a run, for an async agent function: ``state`` and ``start_run`` are awaited."""
+    """One execution of a run, for an async agent function: ``state``, ``start_run`` and ``emit`` are awaited."""
 
     def __init__(
         self,
@@ -235,12 +268,23 @@ class AsyncInvocation(_Facts):
         state: AsyncState,
         start_run: Callable[[str, Any, str | None], Awaitable[Run]],
         memory: AsyncMemory,
+        emit: AsyncEmit,
     ) -> None:
         super().__init__(claim)
         self.state = state
         self.memory = memory
         """The agent's memory, as this run's end user: ``users/{user}/…`` is that user's folder."""
         self._start_run = start_run
+        self._emit = emit
+
+    async def emit(self, data: Any, type: str = "message") -> int:
+        """Append one event to the run's log; its seq. Also refreshes ``cancel_requested``."""
+        return await self.emit_many([{"type": type, "data": data}])
+
+    async def emit_many(self, events: Iterable[EventItem]) -> int:
+        """Append ``events`` (``{"type"?: str, "data": value}`` each) to the run's log in one call, all or
+        none; the seq of the last. At most 100 a call (``TooLarge``); also refreshes ``cancel_requested``."""
+        return self._emitted(await self._emit(list(events)))
 
     async def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:
         """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's."""

@@ -131,6 +131,65 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One event of a run's log. ``seq`` counts 1, 2, 3… per run across its invocations; ``type`` is the
+    emitter's (``message`` by default) or the platform's (``run.status`` ``{status}``, ``run.output``
+    ``{output}``); ``at`` is the server's time (ms since the epoch)."""
+
+    seq: int
+    type: str
+    data: Any
+    at: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunEvent:
+        event = _from_dict(cls, data)
+        return event if isinstance(event.seq, int) else replace(event, seq=int(event.seq))
+
+    @property
+    def final(self) -> bool:
+        """True for the ``run.status`` event that ends the run: done, failed, cancelled, expired or
+        interrupted (not held: a decision resumes a held run)."""
+        return self.type == "run.status" and isinstance(self.data, dict) and ended(self.data.get("status"))
+
+
+def ended(status: Any) -> bool:
+    """A run in ``status`` will not run again: done, failed, cancelled, expired, interrupted."""
+    return isinstance(status, str) and status not in ("queued", "running", "held")
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    """A page of a run's events, oldest first; ``next`` is the ``after`` of the next page, None on the last."""
+
+    events: list[RunEvent]
+    next: int | None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> EventPage:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a JSON object for EventPage, got {type(data).__name__}")
+        following = data.get("next")
+        return cls([RunEvent.from_dict(item) for item in data.get("events") or []], _seq(following))
+
+
+def _seq(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    """The answer to an emit: the last ``seq`` written and whether a cancel was requested."""
+
+    seq: int
+    cancel_requested: bool
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Emitted:
+        return Emitted(int(data.get("seq") or 0), bool(data.get("cancel_requested")))
+
+
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     """The answer to a heartbeat: the lease granted and whether a cancel was requested."""
 

@@ -183,6 +183,7 @@ class Worker(AgentRegistration):
             http_state(self._send, claim.token),
             self._child_starter(claim.token),
             Memory(HttpMemoryOps(self._send, run_target(claim.token))),
+            lambda events: self._send(calls.emit(claim.id, claim.token, events)),
         )
         fn = self._registry.functions.get(claim.agent)
         beat = HeartbeatThread(self._send, inv)

@@ -87,6 +87,8 @@ export interface ServerOptions {
   adminKey?: string;
   /** An embedder spec of the repository's tests (tests/meaning.py), for search by meaning. */
   embedder?: string;
+  /** Its port (a server started again where its clients know it); default a free one. */
+  port?: number;
 }
 
 /** Start `keepstate serve` over its store (a fresh SQLite file unless `store` says otherwise). */
@@ -96,7 +98,7 @@ export async function startServer(options: ServerOptions = {}): Promise<Server> 
   }
   const dir = mkdtempSync(join(tmpdir(), "keepstate-ts-"));
   const adminKey = options.adminKey ?? `ks_test_${randomBytes(24).toString("base64url")}`;
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const store = options.store ?? `sqlite:///${join(dir, "server.db")}`;
   const args = ["serve", "--store", store, "--host", "127.0.0.1",
     "--port", String(port), "--invocation-lease", String(options.lease ?? 30),
