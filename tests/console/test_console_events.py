@@ -1,21 +1,23 @@
 """A run's events on its console page, in a real headless Chromium against a real ``keepstate serve``.
 
-The test plays the worker through the HTTP API (claim, emit, complete) while the page is open, so
-each step happens exactly when the page is watching: the events come in as rows in ``seq`` order
-without a reload, the run's status follows its ``run.status`` events, and its output shows when it
-ends. A connection cut under the page (a proxy between the browser and the server drops it) is picked
-up again by the browser's EventSource from its ``Last-Event-ID``: every event once, in order. Over
-plain HTTP: the stream is the console's cookie's (401 without it, the API's 404 for another member's
-run), resumes after ``Last-Event-ID`` and says 204 once a run's log is over. Live updates are waited
-for up to ``LIVE_S`` ms (a bound against a hang on a shared machine, not a measure of speed).
+An SDK worker emits (``inv.emit``, ``inv.emit_many``) while the page is open, each step when the test
+lets it: the events come in as rows in ``seq`` order without a reload, the run's status follows its
+``run.status`` events, and its output shows when it ends. Where the test must place a write exactly
+(around a cut connection, a long log) it plays the worker through the HTTP API. A connection cut
+under the page (a proxy between the browser and the server drops it) is picked up again by the
+browser's EventSource from its ``Last-Event-ID``: every event once, in order. Over plain HTTP: the
+stream is the console's cookie's (401 without it, the API's 404 for another member's run), resumes
+after ``Last-Event-ID`` and says 204 once a run's log is over. Live updates are waited for up to
+``LIVE_S`` ms (a bound against a hang on a shared machine, not a measure of speed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +28,12 @@ from console_support import Console, CuttableProxy
 from playwright.sync_api import Browser, Page, Request, expect
 from test_console_browser import shoot, signed_in
 
+from keepstate.client import Invocation, Worker
 from serverproc import ServerInfo
 
 LIVE_S = 15_000
+GATE_S = 60.0
+"""How long the test's worker waits for the test to let it go on (a bound against a hang)."""
 RUN_TOKEN = "x-agentos-run-token"
 
 
@@ -80,34 +85,56 @@ def seqs(page: Page) -> list[int]:
     return [int(seq) for seq in event_rows(page).evaluate_all("rows => rows.map((row) => row.dataset.seq)")]
 
 
-def test_events_come_in_live_and_the_status_follows_them_without_a_reload(
-    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console, screenshot_dir: Path
+class Narrator:
+    """An agent that emits a reply as tokens and a tool call, each step once the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.speak, self.finish = threading.Event(), threading.Event()
+
+    def __call__(self, inv: Invocation) -> Any:
+        assert self.speak.wait(GATE_S)
+        inv.emit("Hel", type="token")
+        inv.emit("lo", type="token")
+        inv.emit_many([{"type": "token", "data": " wor"}, {"type": "token", "data": "ld"}])
+        inv.emit({"tool": "lookup", "args": {"order": 1042}}, type="tool.call")
+        assert self.finish.wait(GATE_S)
+        return {"reply": "Hello world"}
+
+
+def test_a_workers_events_come_in_live_and_the_status_follows_them_without_a_reload(
+    browser: Browser,
+    console_server: ServerInfo,
+    keys: dict[str, str],
+    console: Console,
+    background: Callable[[Worker], None],
+    screenshot_dir: Path,
 ) -> None:
     agent = f"narrator-{uuid.uuid4().hex[:6]}"
-    played = started(console, keys, agent)
+    run = started(console, keys, agent).run
     page = signed_in(browser, console_server, keys["memberA"])
-    page.goto(f"/console/runs/{played.run}")
+    page.goto(f"/console/runs/{run}")
     status = page.locator("dd [data-status]")
     expect(status).to_have_text("queued")
     expect(event_rows(page)).to_have_count(1)
     expect(event_rows(page).first).to_contain_text("run.status")
     page.evaluate("window.__same_page = true")
 
-    played.claim(agent)
+    narrator = Narrator()
+    worker = Worker(console_server.url, keys["worker"], claim_wait=1)
+    worker.agent(agent)(narrator)
+    background(worker)  # claims the run: running
     expect(status).to_have_text("running", timeout=LIVE_S)
-    played.emit("Hel")
-    played.emit("lo")
-    played.emit(" wor", "ld")
-    played.emit({"tool": "lookup", "args": {"order": 1042}}, type="tool.call")
+    narrator.speak.set()
     expect(event_rows(page)).to_have_count(7, timeout=LIVE_S)
     cells = [event_rows(page).nth(n).locator("td") for n in range(7)]
     assert [row.nth(1).inner_text() for row in cells] == ["run.status", "run.status"] + ["token"] * 4 + ["tool.call"]
     assert [row.nth(2).inner_text() for row in cells[2:6]] == ['"Hel"', '"lo"', '" wor"', '"ld"']
     expect(cells[6].nth(2)).to_contain_text('"order": 1042')
     expect(cells[6].nth(3).locator("time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+    expect(status).to_have_text("running")
     shoot(page, screenshot_dir, "run-events")
 
-    played.complete({"reply": "Hello world"})
+    narrator.finish.set()
     expect(status).to_have_text("done", timeout=LIVE_S)
     expect(event_rows(page)).to_have_count(9, timeout=LIVE_S)
     expect(event_rows(page).nth(7).locator("td").nth(1)).to_have_text("run.output")
