@@ -93,7 +93,7 @@ async def run(request: Request, signed: SignedIn) -> Response:
         caller, {"parent_id": found.id, "limit": CHILD_RUNS, "desc": True, "after": after(request, "children_after")}
     )
     section = await state_section(request, caller, Address("run", id=found.id, agent=found.agent), True)
-    events = await run_events.events_view(request, caller, found)
+    events = await run_events.events_view(request, found)
     return await shown(
         request,
         signed,

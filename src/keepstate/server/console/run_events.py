@@ -1,8 +1,9 @@
 """A run's events in the console: the Events table of a run's page, and the stream its script follows.
 
-Both read through the server's ``RunEvents`` (``platform/run_events.py``) with the signed-in caller,
-as ``GET /v0/runs/{id}/events`` does: the same visibility (a member's own runs, an admin's
-environment), the same log, the same waiters (an idle stream costs its registration and a keep-alive).
+Both read the server's ``RunEvents`` (``platform/run_events.py``) as ``GET /v0/runs/{id}/events`` does,
+for a run the signed-in caller may see (a member's own runs, an admin's environment: the table is of the
+run its page read with the caller, the stream checks the caller itself): the same log, the same waiters
+(an idle stream costs its registration and a keep-alive).
 
 **The table** shows a page of ``EVENTS_PAGE`` events. Without ``?events_after=`` it is the log's last
 page, which is what a person opening a running run wants: the log's length is found with one-event
@@ -31,7 +32,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ...errors import InvalidRequest, Unauthorized
-from ...platform.models import Caller
 from ...platform.run_events import RunEvents
 from ...stores.records import FINAL, StoredEvent, StoredRun
 from ..event_routes import EVENT_STREAM, KEEPALIVE, STREAM_HEADERS, last_event_id
@@ -77,16 +77,17 @@ def seq_query(request: Request, name: str) -> int | None:
     return int(text)
 
 
-async def events_view(request: Request, caller: Caller, run: StoredRun) -> EventsView:
-    """The page of ``run``'s events its page shows (the run read before its events: a final status
-    read first means the events read next hold the final event)."""
-    events = run_events_of(request)
+async def events_view(request: Request, run: StoredRun) -> EventsView:
+    """The page of ``run``'s events its page shows. ``run`` is the one the caller's page read
+    (``Platform.get_run``: the caller may see it), before its events: a final status read first means
+    the events read next hold the final event."""
+    log = run_events_of(request).log
     wanted = seq_query(request, "events_after")  # None: the log's last page
     start = wanted or 0
-    found, _ = await events.page(caller, run.id, start, EVENTS_PAGE + 1)
+    found = await log.read(run.id, start, EVENTS_PAGE + 1)
     if wanted is None and len(found) > EVENTS_PAGE:
-        start = await tail_start(events, run.id)
-        found, _ = await events.page(caller, run.id, start, EVENTS_PAGE + 1)
+        start = await tail_start(run_events_of(request), run.id)
+        found = await log.read(run.id, start, EVENTS_PAGE + 1)
     shown = found[:EVENTS_PAGE]
     last = shown[-1].seq if shown else start
     more = len(found) > EVENTS_PAGE
