@@ -204,7 +204,6 @@
       rows.appendChild(eventRow(event));
       while (rows.children.length > EVENT_ROWS) {
         rows.firstElementChild.remove();
-        rows.dataset.cut = "true";
       }
       for (const empty of document.querySelectorAll("[data-no-events]")) {
         empty.hidden = true;
