@@ -9,6 +9,7 @@ comments are seen without waiting 15 s; no test measures time. Streams of two se
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,36 @@ def test_a_stopping_server_ends_its_streams_instead_of_waiting_out_its_grace(tmp
         log = info.log()
     assert "keepstate: stopped, store closed" in log  # its shutdown ran whole
     assert "graceful shutdown exceeded" not in log and "Traceback" not in log
+
+
+def open_streams(api: Api) -> float:
+    text = api.http.get("/metrics").text
+    return next(float(line.split()[1]) for line in text.splitlines() if line.startswith("keepstate_event_streams "))
+
+
+def until(condition: Any) -> None:
+    """Until ``condition()`` holds; the deadline only catches a hang."""
+    give_up = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < give_up, "never happened"
+        time.sleep(0.05)
+
+
+def test_a_client_that_hangs_up_frees_its_stream(api: Api) -> None:
+    run, _ = running(api, "ev-hangup")
+    until(lambda: open_streams(api) == 0)  # other tests' streams, gone
+    events = stream(api, run["id"], after=2)
+    until(lambda: open_streams(api) == 1)
+    events.close()
+    until(lambda: open_streams(api) == 0)
+
+
+def test_a_revoked_key_ends_its_stream_before_anything_more_is_sent(api: Api) -> None:
+    member = api.http.post("/v0/keys", json={"role": "member"}, headers=api.admin).json()
+    watched = api.start("ev-revoke-watched", headers={"Authorization": f"Bearer {member['key']}"})
+    watched_inv = api.claim("ev-revoke-watched")
+    with Stream(api.url, f"/v0/runs/{watched['id']}/events", {"Authorization": f"Bearer {member['key']}"}) as events:
+        assert [m.id for m in events.events(2)] == [1, 2]
+        assert api.http.delete(f"/v0/keys/{member['id']}", headers=api.admin).status_code == 204
+        emit(api, watched_inv, {"data": "not for a revoked key"})
+        assert events.rest() == []

@@ -93,6 +93,11 @@ class Waiters:
             if not self._open:
                 self._watched.clear()
 
+    @property
+    def open(self) -> int:
+        """How many streams are open (registered)."""
+        return self._open
+
     # EventSink: what the store's follow calls
     def wake(self, run_ids: Collection[str] | None) -> None:
         runs = self._runs.values() if run_ids is None else [self._runs.get(run_id, ()) for run_id in run_ids]

@@ -148,6 +148,7 @@ def create_app(
         app.state.platform = platform
         app.state.invocations = Invocations(platform)
         app.state.run_events = run_events = RunEvents(platform, keepalive_from_env())
+        app_metrics.streams.waiters = run_events.waiters
         app.state.state_api = StateApi(platform.state)
         app.state.memory_api = await open_memory_api(platform.database, load_embedder(embedder))
         app.state.session_stores = await open_session_stores(platform.database)

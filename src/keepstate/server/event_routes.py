@@ -8,18 +8,21 @@ stream ends after the run's final event. The rules are ``platform/run_events.py`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, KeepstateError
 from ..platform.run_events import RunEvents
 from ..protocol import DEFAULT_PAGE, MAX_PAGE
 from ..stores.records import StoredEvent
 from .http import json_object, json_response, query_int
 from .routes import invocation_token, key_caller, record_id, resource
+
+log = logging.getLogger("keepstate.events")
 
 SEQ_MAX = 2**62
 EVENT_STREAM = "text/event-stream"
@@ -43,7 +46,7 @@ async def read(request: Request) -> Response:
     caller = await key_caller(request)
     run_id = record_id(request, "run_id")
     after = query_int(request, "after", 0, 0, SEQ_MAX)
-    if EVENT_STREAM in request.headers.get("accept", ""):
+    if request.method == "GET" and EVENT_STREAM in request.headers.get("accept", ""):
         after = last_event_id(request, after)
         batches = await run_events(request).open_stream(caller, run_id, after)
         return StreamingResponse(messages(batches), media_type=EVENT_STREAM, headers=STREAM_HEADERS)
@@ -63,9 +66,14 @@ def last_event_id(request: Request, after: int) -> int:
 
 
 async def messages(batches: AsyncIterator[list[StoredEvent]]) -> AsyncIterator[bytes]:
-    """Server-Sent Events: each event one message, an empty batch a comment line."""
-    async for batch in batches:
-        yield b"".join(message(event) for event in batch) if batch else KEEPALIVE
+    """Server-Sent Events: each event one message, an empty batch a comment line. A refusal once the
+    stream has begun (the caller's key revoked, the store unreachable) can no longer be an error answer:
+    the stream ends, and its client connects again from its last ``seq`` (and hears the refusal then)."""
+    try:
+        async for batch in batches:
+            yield b"".join(message(event) for event in batch) if batch else KEEPALIVE
+    except KeepstateError as error:
+        log.warning("a run event stream ended early: %s", error)
 
 
 def message(event: StoredEvent) -> bytes:

@@ -1,5 +1,5 @@
 """Prometheus metrics: requests by route template and status, latency histograms, store latency by
-operation, store errors, and the runs of the store by agent and status.
+operation, store errors, the runs of the store by agent and status, and the event streams open.
 
 Counting is plain Python on the event loop's thread (a dict look-up, a bisect, three additions):
 prometheus_client's own ``Counter``/``Histogram`` take a lock per increment and scan the buckets,
@@ -31,6 +31,7 @@ from ..clock import now_ms
 from ..errors import KeepstateError
 from ..platform.service import Platform
 from ..platform.upkeep import Upkeep
+from ..platform.waiters import Waiters
 from ..stores.base import Database, PlatformFacet, StateFacet
 from ..stores.records import AgentStats
 
@@ -217,6 +218,18 @@ class RunsCollector:
             yield family
 
 
+class StreamsCollector:
+    """The run event streams open on this process (``keepstate_event_streams``): each holds a connection."""
+
+    def __init__(self) -> None:
+        self.waiters: Waiters | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        streams = GaugeMetricFamily("keepstate_event_streams", "Run event streams open on this server")
+        streams.add_metric([], 0 if self.waiters is None else self.waiters.open)
+        yield streams
+
+
 SWEPT = {
     "expired": "Queued runs this process's sweeps expired (past their queue_timeout)",
     "interrupted": "Runs this process's lease sweeps interrupted (their invocation's lease ran out)",
@@ -232,7 +245,8 @@ class Metrics:
         self.requests = RequestCollector()
         self.store = StoreCollector()
         self.runs = RunsCollector()
-        for collector in (self.requests, self.store, self.runs):
+        self.streams = StreamsCollector()
+        for collector in (self.requests, self.store, self.runs, self.streams):
             self.registry.register(collector)
         self.store_errors = Counter(
             "keepstate_store_errors", "Store errors (unavailable) seen by requests", registry=self.registry
