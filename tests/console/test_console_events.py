@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from console_support import Console, CuttableProxy
+from console_support import Console, CuttableProxy, bearer
 from playwright.sync_api import Browser, Page, Request, expect
 from test_console_browser import shoot, signed_in
 
@@ -236,6 +236,28 @@ def test_the_console_stream_is_the_cookies_and_resumes_after_last_event_id(
     assert console.http.get(path, headers={"Last-Event-ID": "7"}).status_code == 204  # over: stop asking
     bad = console.http.get(path, headers={"Last-Event-ID": "x"})
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_request"
+
+
+def test_a_stream_ends_when_its_key_is_revoked_and_a_head_is_no_stream(console: Console, keys: dict[str, str]) -> None:
+    key_id, member = console.new_key("member", "short-lived")
+    agent = f"revoked-{uuid.uuid4().hex[:6]}"
+    run = console.api("POST", "/v0/runs", member, json={"agent": agent})
+    played = Played(console, keys["worker"], run["id"])
+    played.claim(agent)
+    console.sign_in(member)
+    path = f"/console/runs/{played.run}/events"
+    head = console.http.head(path)
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/event-stream")
+    seen: list[int] = []
+    with console.http.stream("GET", path, headers={"Accept": "text/event-stream"}) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("id:"):
+                seen.append(int(line[3:]))
+                if seen == [1, 2]:  # queued, running: now the key goes, then an event comes
+                    assert console.http.delete(f"/v0/keys/{key_id}", headers=bearer(console.admin)).status_code == 204
+                    played.emit("after the revocation")
+    assert seen == [1, 2]  # the stream ended without sending it
+    assert console.http.get(path).status_code == 401
 
 
 def shown_seqs(html: str) -> list[int]:

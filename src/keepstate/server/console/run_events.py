@@ -31,7 +31,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ...errors import InvalidRequest, Unauthorized
+from ...errors import InvalidRequest, KeepstateError
 from ...platform.run_events import RunEvents
 from ...stores.records import FINAL, StoredEvent, StoredRun
 from ..event_routes import EVENT_STREAM, KEEPALIVE, STREAM_HEADERS, last_event_id
@@ -45,6 +45,8 @@ EVENTS_PAGE = 100
 RETRY_MS = 1000
 """How soon an EventSource connects again after a dropped connection (its default is a few seconds)."""
 SEQ_DIGITS = 18
+HEADERS = {**STREAM_HEADERS, **render.PRIVATE}
+"""A stream's: the console's (``no-store`` among them), and no proxy buffering."""
 SIGN_IN_CHECK_S = 10.0
 """A stream reads its browser's console session again at most this often (it ends when signed out)."""
 
@@ -126,11 +128,13 @@ async def stream(request: Request, signed: SignedIn) -> Response:
     found, following = await events.page(signed.caller, run_id, after, 1)
     if not found and following is None:
         return Response(status_code=204, headers=render.PRIVATE)  # the log is over: stop asking
+    if request.method == "HEAD":
+        return Response(headers=HEADERS, media_type=EVENT_STREAM)
     batches = await events.open_stream(signed.caller, run_id, after)
     return StreamingResponse(
         messages(request, signed, batches),
         media_type=EVENT_STREAM,
-        headers={**STREAM_HEADERS, **render.PRIVATE},  # no-store, and no proxy buffering
+        headers=HEADERS,
     )
 
 
@@ -139,18 +143,19 @@ async def messages(
 ) -> AsyncIterator[bytes]:
     """The stream's bytes: how soon to reconnect, then each event, a comment when idle. It ends when the
     browser's console session does, checked again with a batch or keep-alive at most every
-    ``SIGN_IN_CHECK_S`` (the key itself is checked with every batch of events, as for the API)."""
+    ``SIGN_IN_CHECK_S`` (the key itself is checked with every batch of events, as for the API), and
+    quietly on any refusal once it has begun (it can no longer be an error answer)."""
     yield b"retry: %d\n\n" % RETRY_MS
     platform = platform_of(request)
     checked = time.monotonic()
-    async for batch in batches:
-        if time.monotonic() - checked >= SIGN_IN_CHECK_S:
-            try:
+    try:
+        async for batch in batches:
+            if time.monotonic() - checked >= SIGN_IN_CHECK_S:
                 await auth.signed_in(platform, request)
-            except Unauthorized:
-                return
-            checked = time.monotonic()
-        yield b"".join(message(event) for event in batch) if batch else KEEPALIVE
+                checked = time.monotonic()
+            yield b"".join(message(event) for event in batch) if batch else KEEPALIVE
+    except KeepstateError:
+        return  # signed out, a revoked key, the store gone: the stream ends; a reconnect hears why
 
 
 def message(event: StoredEvent) -> bytes:
