@@ -85,7 +85,7 @@ screenshots: $(STAMP)
 	KEEPSTATE_SCREENSHOTS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/console/test_console_browser.py \
 		tests/console/test_console_registered.py tests/console/test_console_memory_browser.py \
 		tests/console/test_console_semantic_browser.py tests/console/test_console_adapters.py \
-		tests/console/test_console_people.py
+		tests/console/test_console_people.py tests/console/test_console_events.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(TS)/node_modules $(TS)/dist $(TS)/build

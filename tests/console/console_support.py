@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +103,57 @@ class Console:
 
     def close(self) -> None:
         self.http.close()
+
+
+class CuttableProxy:
+    """A TCP forwarder on 127.0.0.1 to a real server, for a browser to reach it through: ``cut()`` drops
+    every connection open now (both sides, at once, as a network that fails does) and goes on
+    accepting new ones. Threads, so a synchronous test (Playwright's) can use it."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("http://").rsplit(":", 1)
+        self.target = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.open += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for one in (source, sink):
+                with contextlib.suppress(OSError):
+                    one.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            cut, self.open = self.open, []
+        for one in cut:
+            with contextlib.suppress(OSError):
+                one.shutdown(socket.SHUT_RDWR)
+            one.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
 
 
 @contextlib.asynccontextmanager

@@ -294,6 +294,55 @@ def test_fork_a_session_from_its_page_and_follow_the_link_back_to_its_parent(
     page.context.close()
 
 
+def test_fork_cuts_a_conversation_to_its_first_messages_and_the_sessions_list_links_the_parent(
+    browser: Browser, console_server: ServerInfo, keys: dict[str, str], console: Console, screenshot_dir: Path
+) -> None:
+    member = keys["memberA"]
+    user = f"cut-{uuid.uuid4().hex[:6]}"
+    source = console.api("POST", "/v0/sessions", member, json={"user": user})
+    state = f"/v0/sessions/{source['id']}/state/chat"
+    said = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}"} for n in range(6)]
+    console.api("POST", f"{state}/history/append", member, json={"items": said})
+    console.api("POST", f"{state}/notes/append", member, json={"items": ["a", "b", "c"]})
+    console.api("PUT", f"{state}/profile", member, json={"value": {"plan": "pro"}})
+    page = signed_in(browser, console_server, member)
+    page.goto(f"/console/sessions/{source['id']}")
+    lists = page.get_by_label("List to cut").locator("option")
+    expect(lists).to_have_text(["none: copy every list whole", "chat/history (6 items)", "chat/notes (3 items)"])
+    page.get_by_label("List to cut").select_option("chat/history")
+    page.get_by_label("Items to keep").fill("3")
+    shoot(page, screenshot_dir, "session-fork")
+    page.get_by_role("button", name="Fork").click()
+    expect(page.get_by_role("heading", level=1)).not_to_have_text(f"Session {source['id']}")
+    fork_id = page.get_by_role("heading", level=1).locator("code").inner_text()
+    expect(page.locator("dd.parent")).to_have_text(source["id"])
+    history = page.get_by_role("region", name="history", exact=True)
+    expect(history.locator("li.message")).to_have_count(3)
+    expect(history.locator("li.message").last).to_contain_text("message 2")
+    expect(page.get_by_role("region", name="notes", exact=True).locator("ol.items li")).to_have_count(3)
+    assert console.api("GET", f"{state}/history", member)["value"] == said  # the source keeps every message
+    forked = console.api("GET", f"/v0/sessions/{fork_id}/state/chat/history", member)["value"]
+    assert forked == said[:3]
+
+    page.get_by_role("link", name="Sessions").click()
+    row = page.get_by_role("table", name="Sessions").locator("tbody tr", has_text=fork_id)
+    expect(row.locator("td.parent")).to_have_text(source["id"])
+    first_cell = page.locator("td:first-child").get_by_role("link", name=source["id"], exact=True)
+    expect(
+        page.get_by_role("table", name="Sessions").locator("tbody tr", has=first_cell).locator("td.parent")
+    ).to_have_text("—")
+    row.locator("td.parent").get_by_role("link", name=source["id"]).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Session {source['id']}")
+
+    page.get_by_label("Items to keep").fill("2")  # a count without a list: refused, nothing made
+    page.get_by_role("button", name="Fork").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Bad request")
+    expect(page.get_by_role("main")).to_contain_text("choose the list to cut")
+    made = console.api("GET", f"/v0/sessions?user={user}", member)["sessions"]
+    assert sorted((s["id"], s["parent"]) for s in made) == sorted([(source["id"], None), (fork_id, source["id"])])
+    page.context.close()
+
+
 def test_runs_page_shows_a_status_change_in_place(
     browser: Browser,
     console_server: ServerInfo,

@@ -175,6 +175,36 @@ def test_bad_requests_get_error_pages_never_a_500(console: Console, member: str,
     assert status_of(console, run["id"], member) == "held"
 
 
+def test_a_fork_form_that_cannot_be_done_is_an_error_page_and_makes_no_session(console: Console, member: str) -> None:
+    user = f"forkform-{uuid.uuid4().hex[:6]}"
+    source = console.api("POST", "/v0/sessions", member, json={"user": user})
+    state = f"/v0/sessions/{source['id']}/state/chat"
+    console.api("POST", f"{state}/history/append", member, json={"items": [1, 2, 3]})
+    console.api("PUT", f"{state}/profile", member, json={"value": {"plan": "pro"}})
+    csrf = console.sign_in(member)
+    fork = f"/console/sessions/{source['id']}/fork"
+    for fields, status, said in (
+        ({"keep": "2"}, 400, "choose the list to cut"),
+        ({"list": "chat/history"}, 400, "how many items of chat/history"),
+        ({"list": "chat/history", "keep": "-1"}, 400, "how many items"),
+        ({"list": "chat/history", "keep": "1e3"}, 400, "how many items"),
+        ({"list": "chat/history", "keep": "\u0663"}, 400, "how many items"),  # a digit, not an ASCII one
+        ({"list": "chat/history", "keep": "9" * 11}, 400, "how many items"),
+        ({"list": "chat/history", "keep": "9" * 10}, 400, "an integer from 0 to"),
+        ({"list": "history", "keep": "1"}, 400, "AGENT/KEY"),
+        ({"list": "chat/profile", "keep": "1"}, 409, "not a list"),
+    ):
+        answer = console.post(fork, {**fields, "csrf": csrf})
+        assert answer.status_code == status, (fields, answer.text[:500])
+        assert said in answer.text, (fields, answer.text[:2000])
+    assert [s["id"] for s in console.api("GET", f"/v0/sessions?user={user}", member)["sessions"]] == [source["id"]]
+    made = console.post(fork, {"list": "chat/history", "keep": "0", "csrf": csrf})
+    assert made.status_code == 303
+    fork_id = made.headers["location"].rsplit("/", 1)[1]
+    assert console.api("GET", f"/v0/sessions/{fork_id}/state/chat/history", member)["value"] == []
+    assert console.api("GET", f"{state}/history", member)["value"] == [1, 2, 3]
+
+
 def test_the_status_poll_answers_only_for_runs_the_caller_may_see(console: Console, member: str) -> None:
     own = console.api("POST", "/v0/runs", member, json={"agent": "poll-a"})
     other_member = console.new_key("member")[1]

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from ...errors import KeepstateError, NotFound, Unauthorized
 from ..errors import MethodNotAllowed
-from . import auth, context, links, memory_pages, pages, render, state_pages, waiting
+from . import auth, context, links, memory_pages, pages, render, run_events, state_pages, waiting
 from .auth import SignedIn
 
 Page = Callable[[Request, SignedIn], Awaitable[Response]]
@@ -173,6 +173,7 @@ def console_routes() -> list[Route]:
         route("/runs", GET=signed(pages.runs)),
         route("/runs/status", GET=polled(pages.run_statuses)),
         route("/runs/{run_id}", GET=signed(pages.run)),
+        route("/runs/{run_id}/events", GET=polled(run_events.stream)),
         route("/runs/{run_id}/decision", POST=signed(pages.decide)),
         route("/runs/{run_id}/cancel", POST=signed(pages.cancel)),
         route("/waiting", GET=signed(waiting.page)),

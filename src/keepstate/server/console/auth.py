@@ -102,7 +102,8 @@ async def signed_in(platform: Platform, request: Request) -> SignedIn:
     if key is None or key.revoked or key.role not in CONSOLE_ROLES:
         await platform.state.delete(NAMESPACE, record_key)
         raise Unauthorized("this key was revoked: signed out")
-    return SignedIn(Caller(key.env, key.role, key.id, name=key.name), record["csrf"], record_key)
+    caller = Caller(key.env, key.role, key.id, key_hash=record["key_hash"], name=key.name)  # recheck-able
+    return SignedIn(caller, record["csrf"], record_key)
 
 
 async def sign_out(platform: Platform, signed: SignedIn) -> None:

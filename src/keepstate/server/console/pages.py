@@ -17,13 +17,14 @@ from starlette.responses import Response
 from ... import values
 from ...clock import now_ms
 from ...errors import InvalidRequest, NotFound
+from ...platform.forking import MAX_KEEP
 from ...platform.models import Caller
 from ...platform.service import Platform
 from ...platform.state import Address
 from ...stores.records import RUN_STATUSES, StoredRun
 from ..http import query_name
 from ..routes import record_id
-from . import auth, render, views
+from . import auth, render, run_events, views
 from .auth import SignedIn
 from .context import WAITING_CAP, after, owner_names, platform_of, shown, waiting_count
 from .state_pages import state_section
@@ -31,6 +32,8 @@ from .state_pages import state_section
 PAGE = 50
 """Rows of a table per page (Sessions, Runs)."""
 CHILD_RUNS = 20
+KEEP_DIGITS = len(str(MAX_KEEP))
+"""Digits an Items to keep may have: those of the platform's cap."""
 POLL_IDS = 100
 """Runs one status poll may ask about."""
 
@@ -90,6 +93,7 @@ async def run(request: Request, signed: SignedIn) -> Response:
         caller, {"parent_id": found.id, "limit": CHILD_RUNS, "desc": True, "after": after(request, "children_after")}
     )
     section = await state_section(request, caller, Address("run", id=found.id, agent=found.agent), True)
+    events = await run_events.events_view(request, found)
     return await shown(
         request,
         signed,
@@ -101,6 +105,7 @@ async def run(request: Request, signed: SignedIn) -> Response:
         children=children.items,
         next_children=children.next,
         section=section,
+        events=events,
     )
 
 
@@ -138,11 +143,27 @@ async def cancel(request: Request, signed: SignedIn) -> Response:
 
 async def fork_session(request: Request, signed: SignedIn) -> Response:
     """The session page's Fork: a new session of the signed-in key holding a copy of the session's whole
-    state (``Platform.fork_session``), then the fork's page, which links back to its parent."""
+    state (``Platform.fork_session``), with the list chosen in **List to cut** cut to its first
+    **Items to keep**, then the fork's page, which links back to its parent."""
     session_id = record_id(request, "session_id")
-    await auth.signed_form(request, signed)
-    made, _ = await platform_of(request).fork_session(signed.caller, session_id, {})
+    form = await auth.signed_form(request, signed)
+    body = {"lists": fork_lists(form.get("list", ""), form.get("keep", "").strip())}
+    made, _ = await platform_of(request).fork_session(signed.caller, session_id, body)
     return render.redirect(render.href("sessions", made.id))
+
+
+def fork_lists(name: str, keep: str) -> dict[str, int] | None:
+    """The fork form's cut as the API's ``lists`` (``{"AGENT/KEY": N}``; None: nothing cut). A count
+    without a list, or a list without a count of 0 or more, is a 400 saying what is missing; the
+    platform checks the rest (``forking.fork_cuts``: the name, the count's range; a key that is no
+    list is its 409)."""
+    if not name:
+        if keep:
+            raise InvalidRequest("choose the list to cut, or leave Items to keep empty to copy every list whole")
+        return None
+    if not keep.isdecimal() or not keep.isascii() or len(keep) > KEEP_DIGITS:
+        raise InvalidRequest(f"say how many items of {name[:80]} the fork keeps: a whole number, 0 or more")
+    return {name: int(keep)}
 
 
 async def run_statuses(request: Request, signed: SignedIn) -> Response:

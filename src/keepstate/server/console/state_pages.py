@@ -230,6 +230,7 @@ async def session(request: Request, signed: SignedIn) -> Response:
         next_runs=runs.next,
         adapters=adapters,
         sections=sections,
+        cuttable=views.cuttable(sections),
         chosen=chosen,
         raw=raw,
         folders=[folder for folder in folders.values() if folder.documents],

@@ -137,6 +137,26 @@ def paging(start: int, shown: int, length: int, page_size: int) -> dict[str, Any
     return {"start": start, "length": length, "earlier": earlier, "later": later}
 
 
+@dataclass(frozen=True, slots=True)
+class Cuttable:
+    """A list a fork may cut (the session page's **List to cut**): ``AGENT/KEY``, as the API's fork
+    ``lists`` names it, and how many items it holds now."""
+
+    name: str
+    length: int
+
+
+def cuttable(sections: Sequence[Any]) -> list[Cuttable]:
+    """The lists of the state sections a session page shows (an agent's keys read as values, not a
+    framework adapter's scope: its conversation is kept with bookkeeping that a cut would leave behind)."""
+    return [
+        Cuttable(f"{section.agent}/{value.key}", value.length)
+        for section in sections
+        for value in section.values
+        if value.kind != "json"
+    ]
+
+
 def page_before(end: int, page_size: int) -> tuple[int, int] | None:
     """The ``(start, count)`` of the page of a list that ends just before item ``end``, at most
     ``page_size`` items; None when ``end`` leaves nothing before it (then the list's last page is read)."""
@@ -247,6 +267,22 @@ def decision_of(data: bytes) -> Decided | None:
         at if isinstance(at, int) and not isinstance(at, bool) else None,
         None if payload in (None, {}) else pretty(payload),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One event of a run's log as its page shows it (and as the script adds a live one): its ``seq``,
+    type, data as indented JSON and time."""
+
+    seq: int
+    type: str
+    text: str
+    at: int
+
+
+def event_row(event: Any) -> EventRow:
+    """A stored event (``{seq, type, data, at}``, data canonical JSON) as a row of the Events table."""
+    return EventRow(event.seq, event.type, pretty(orjson.loads(event.data)), event.at)
 
 
 def run_ids(text: str | None, limit: int) -> list[str]:

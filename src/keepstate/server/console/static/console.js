@@ -10,12 +10,22 @@
 // itself again and merges each region's children by their data-key: new ones come in at their
 // place, gone ones leave, changed ones are replaced, and the one holding the focus (a note being
 // typed) is left alone. The children come from the console's own page, escaped by its templates.
+//
+// A run's page (data-live="follow") follows the run's events: an EventSource on the console's own
+// stream of the run (the tbody's data-events: Server-Sent Events, signed in by the console's cookie,
+// since an EventSource cannot send an Authorization header). Each event comes in as a row, in seq
+// order, built with textContent. After a dropped connection the EventSource reconnects by itself
+// and sends the last id it saw (Last-Event-ID), so the stream resumes right after it; a row at or
+// before the last one shown is never added twice all the same. A run.status event writes the run's
+// new status in place and reads the page's [data-follow] regions again (its facts, the decision
+// form, the output), as a status change seen by the poll does: never a reload.
 "use strict";
 
 (function () {
   const POLL_MS = 1500;
   const FINAL = new Set(["done", "failed", "interrupted", "cancelled", "expired"]);
   const STATUS_URL = "/console/runs/status";
+  const EVENT_ROWS = 1000; // rows a followed run's table keeps: the oldest go past it
 
   function watched() {
     return Array.from(document.querySelectorAll("[data-run-id][data-status]"))
@@ -58,11 +68,25 @@
           window.location.reload();
           return false;
         }
-        cell.dataset.status = run.status;
-        cell.textContent = run.status;
+        showStatus(cell.dataset.runId, run.status);
       }
     }
     return true;
+  }
+
+  // a run's new status in every cell showing it; on a followed run's page, its regions read again
+  function showStatus(runId, status) {
+    let changed = false;
+    for (const cell of document.querySelectorAll("[data-run-id][data-status]")) {
+      if (cell.dataset.runId === runId && cell.dataset.status !== status) {
+        cell.dataset.status = status;
+        cell.textContent = status;
+        changed = true;
+      }
+    }
+    if (changed && document.body.dataset.live === "follow") {
+      refreshRegions("[data-follow][id]").catch(() => undefined);
+    }
   }
 
   function merge(region, fresh) {
@@ -94,8 +118,12 @@
     }
   }
 
-  async function pollRegions() {
-    const regions = Array.from(document.querySelectorAll("[data-refresh][id]"));
+  function pollRegions() {
+    return refreshRegions("[data-refresh][id]");
+  }
+
+  async function refreshRegions(selector) {
+    const regions = Array.from(document.querySelectorAll(selector));
     if (regions.length === 0) {
       return true;
     }
@@ -130,9 +158,70 @@
     }, POLL_MS);
   }
 
+  function when(ms) {
+    return new Date(ms).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  }
+
+  function cell(row, tag, text) {
+    const td = row.insertCell();
+    const inner = td.appendChild(document.createElement(tag));
+    inner.textContent = text;
+    return inner;
+  }
+
+  // one event as the page's own rows are: #, type, data as indented JSON, time
+  function eventRow(event) {
+    const row = document.createElement("tr");
+    row.dataset.seq = String(event.seq);
+    row.insertCell().textContent = String(event.seq);
+    cell(row, "code", event.type);
+    cell(row, "pre", JSON.stringify(event.data, null, 2)).className = "json";
+    const time = cell(row, "time", when(event.at));
+    time.dateTime = new Date(event.at).toISOString();
+    return row;
+  }
+
+  function followEvents() {
+    const rows = document.getElementById("run-events");
+    if (!rows || !rows.dataset.events || typeof window.EventSource !== "function") {
+      return;
+    }
+    let last = Number(rows.dataset.after) || 0;
+    const runId = rows.dataset.run;
+    const source = new window.EventSource(rows.dataset.events);
+    source.addEventListener("message", (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch (error) {
+        return;
+      }
+      if (typeof event.seq !== "number" || event.seq <= last) {
+        return; // already shown: never twice
+      }
+      last = event.seq;
+      rows.dataset.after = String(last);
+      rows.appendChild(eventRow(event));
+      while (rows.children.length > EVENT_ROWS) {
+        rows.firstElementChild.remove();
+      }
+      for (const empty of document.querySelectorAll("[data-no-events]")) {
+        empty.hidden = true;
+      }
+      const status = event.data && event.data.status;
+      if (event.type === "run.status" && typeof status === "string") {
+        showStatus(runId, status);
+        if (FINAL.has(status)) {
+          source.close(); // the stream ends with the run
+        }
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     if (document.querySelector("[data-waiting]")) {
       schedule();
     }
+    followEvents();
   });
 })();
