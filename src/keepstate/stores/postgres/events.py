@@ -35,12 +35,19 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 
 log = logging.getLogger("keepstate.events")
 
-RUN_OF_INVOCATION = "SELECT run_id FROM ks_invocations WHERE id = %s AND token_hash = %s"
-INSERT_EVENTS = (
-    "INSERT INTO ks_run_events (run_id, seq, type, data, at) SELECT %s, e.seq, e.type, e.data, %s "
-    "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS e(seq, type, data)"
+BUMP_HEAD = (
+    "UPDATE ks_event_heads SET last_seq = last_seq + %s "
+    "WHERE run_id = (SELECT run_id FROM ks_invocations WHERE id = %s AND token_hash = %s) RETURNING run_id, last_seq"
 )
-"""One statement for a whole emit: one notification, one round trip."""
+"""The token's run's head, bumped by the emit's count and so locked: the first of an emit's two statements."""
+INSERT_IF_LIVE = (
+    f"WITH live AS ({pg(sql.LIVE_INVOCATION_RUN)}), "
+    "written AS (INSERT INTO ks_run_events (run_id, seq, type, data, at) SELECT %s, e.seq, e.type, e.data, %s "
+    "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS e(seq, type, data) WHERE EXISTS (SELECT 1 FROM live) "
+    "RETURNING 1) SELECT cancel_requested FROM live"
+)
+"""The second: a fresh snapshot (taken after the head's lock) judges the invocation live and, if it is, writes
+the whole emit; no row when it is not (the caller rolls the bump back). One notification, one round trip."""
 SCHEMA_OF_EVENTS = (
     "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE c.oid = 'ks_run_events'::regclass"
@@ -110,16 +117,16 @@ async def _emit(
     now: int,
     cap: int,
 ) -> Emitted | None:
-    """The head locked first, then the invocation checked in a fresh statement (see the module)."""
-    run = await (await conn.execute(RUN_OF_INVOCATION, (invocation_id, token_hash))).fetchone()
-    if run is None:
+    """The head locked first, then the invocation checked in a fresh statement (see the module): two
+    statements in the caller's transaction."""
+    head = await (await conn.execute(BUMP_HEAD, (len(events), invocation_id, token_hash))).fetchone()
+    if head is None:
         return None
-    head = await (await conn.execute(pg(sql.ADD_SEQ), (len(events), run[0]))).fetchone()
-    live = await (await conn.execute(pg(sql.LIVE_INVOCATION_RUN), (invocation_id, token_hash, now))).fetchone()
-    if head is None or live is None:
-        return None
-    last = int(head[0])
+    run_id, last = head[0], int(head[1])
     check_event_cap(last - len(events), len(events), cap)
     seqs = list(range(last - len(events) + 1, last + 1))
-    await conn.execute(INSERT_EVENTS, (run[0], now, seqs, [kind for kind, _ in events], [data for _, data in events]))
-    return Emitted(last, bool(live[1]))
+    kinds, data = [kind for kind, _ in events], [item for _, item in events]
+    live = await (
+        await conn.execute(INSERT_IF_LIVE, (invocation_id, token_hash, now, run_id, now, seqs, kinds, data))
+    ).fetchone()
+    return None if live is None else Emitted(last, bool(live[0]))
