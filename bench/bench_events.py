@@ -330,12 +330,12 @@ async def _all() -> Figures:
 
 THROUGHPUT_READING = (
     "Where an emit costs more than an append of the same items: each event is a row of its own "
-    "(`ks_run_events`, with its index entry) where a list packs its items into segments; each event's data "
-    "is checked with `values.encode` one at a time (a `json.dumps` pass each: ~320 µs for 100 small items, "
-    "against ~60 µs for `values.encode_all`, which the append uses); and on PostgreSQL an emit is four "
-    "statements in one transaction (the invocation, the run's head, the invocation again under the head's "
-    "lock, the insert) where an append is one. These rounds are short on a machine shared with other work: "
-    "the ratios move by 0.1-0.3 from one run to the next."
+    "(`ks_run_events`, with its index entry) where a list packs its items into segments, which is most of "
+    "the gap at 100 items per call; on PostgreSQL an emit is two statements in one transaction (the run's "
+    "head bumped, then the invocation judged live and the events inserted, in a fresh snapshot after the "
+    "head's lock) where an append is one. The data of an emit are checked together (`values.encode_all`), "
+    "as an append's items are. These rounds are short on a machine shared with other work: the ratios "
+    "move by 0.1-0.3 from one run to the next."
 )
 LATENCY_HEADER = ("store", "emit → seen p50 ms", "p99 ms", "state PUT p50 ms", "p99 ms", "seen / PUT p50", "p99")
 IDLE_HEADER = (
