@@ -141,6 +141,53 @@ def test_every_queued_run_is_claimed_exactly_once_across_two_servers(pair: Pair)
         assert {r["id"] for r in runs["runs"]} == run_ids
 
 
+def test_enqueued_turns_started_and_claimed_through_two_servers_run_one_at_a_time_in_order(pair: Pair) -> None:
+    """Threads start turns of one session with ``multitask: enqueue`` through either server while others
+    claim through either and log each turn's start and end in the session's state: the log alternates,
+    one turn at a time, in the order the turns were started."""
+    member, worker = new_key(pair[0], "member"), new_key(pair[1], "worker")
+    session_id = httpx.post(f"{pair[0].url}/v0/sessions", timeout=HANG_S, json={}, headers=member).json()["id"]
+    starters, per_starter, drainers = 6, 4, 6
+    total, finished, counting = starters * per_starter, Counter[str](), threading.Lock()
+    body = {"agent": "enqueued", "session_id": session_id, "multitask": "enqueue"}
+
+    def start(index: int) -> None:
+        for n in range(per_starter):
+            answer = httpx.post(f"{pair[(index + n) % 2].url}/v0/runs", timeout=HANG_S, json=body, headers=member)
+            assert answer.status_code == 202, answer.text
+
+    def drain(index: int) -> None:
+        here, there = clients(pair) if index % 2 else reversed(clients(pair))
+        deadline = time.monotonic() + HANG_S
+        with here, there:
+            while len(finished) < total:
+                assert time.monotonic() < deadline, "enqueued turns were left unclaimed"
+                if (inv := claim(here, worker, "enqueued", wait=0.2)) is None:
+                    continue
+                for step, client in (("start", here), ("end", there)):
+                    logged = client.post(
+                        "/v0/state/session/log/append",
+                        json={"items": [[step, inv["run_id"]]]},
+                        headers=run_token(inv["token"]),
+                    )
+                    assert logged.status_code == 200, logged.text
+                ended = there.post(f"/v0/invocations/{inv['id']}/complete", json={}, headers=run_token(inv["token"]))
+                assert ended.status_code == 200, ended.text
+                with counting:
+                    finished[inv["run_id"]] += 1
+
+    in_threads(starters + drainers, lambda i: start(i) if i < starters else drain(i))
+    listed = httpx.get(
+        f"{pair[1].url}/v0/runs", timeout=HANG_S, params={"session_id": session_id, "limit": 100}, headers=member
+    ).json()["runs"]
+    assert [r["status"] for r in listed] == ["done"] * total and set(finished.values()) == {1}
+    log = httpx.get(
+        f"{pair[0].url}/v0/sessions/{session_id}/state/enqueued/log", timeout=HANG_S, headers=member
+    ).json()["value"]
+    assert [step for step, _ in log] == ["start", "end"] * total, "two turns of the session ran at once"
+    assert [run_id for _, run_id in log[::2]] == [r["id"] for r in listed]  # in start (seq) order
+
+
 def test_compare_and_set_and_appends_are_exact_across_two_servers(pair: Pair) -> None:
     admin = bearer(pair[0].admin_key)
     httpx.post(f"{pair[0].url}/v0/runs", timeout=HANG_S, json={"agent": "counter"}, headers=admin)

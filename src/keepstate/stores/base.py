@@ -478,9 +478,10 @@ class PlatformFacet(ABC):
         """Atomically move the oldest queued invocation of ``agents`` (and its run) to running, held by
         the key ``claimer``. The same guard skips invocations whose ``queue_deadline`` is before ``now``
         (never claimed), claims nothing once ``claimer`` is revoked (``revoke_key``), and skips a start
-        whose session has a run running or an earlier-started run queued (its turn has not come: one
-        turn at a time per session, in start order, however many claim at once); a resume is never
-        held back. ``has_queued`` applies the same filter."""
+        while an invocation of its session queued before it is still queued or running (its turn has
+        not come: one turn at a time per session, in start order, however many claim at once; an
+        overdue one keeps its place until it is expired); a resume is never held back.
+        ``has_queued`` applies the same filter (``sql.TURN_FREE``)."""
 
     @abstractmethod
     async def token_context(self, token_hash: str) -> RunContext | None:
