@@ -1,5 +1,9 @@
 """A write's arguments made into the store's terms, once for the embedded store and the server.
 
+``facet_write`` runs one ``ops.Op`` by the state facet's own call for that write alone (its fast path:
+a put is the facet's ``put``, not a batch of one), checked and encoded; ``ANSWERS`` turn that call's
+answer into what the scope's call answers. ``StoreOps``/``AsyncStoreOps`` run every write through these
+two, so the sync and async doors differ only by the ``await``.
 ``batch_op`` checks and encodes one write (``put``, ``delete``, ``append``, ``incr``, ``patch``,
 ``trim``) into a ``BatchOp``; ``run_batch`` sends a batch to a sync facet and returns the facet's
 answers; ``scoped_conflicts`` turns the facet's conflicts (by namespace) into the API's (by scope).
@@ -7,11 +11,14 @@ answers; ``scoped_conflicts`` turns the facet's conflicts (by namespace) into th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import patch, values
+from . import ops, patch, values
 from .errors import InvalidRequest, VersionConflict
+from .ops import Op
+from .scope import Appended
+from .stores.base import StateFacet, SyncStateFacet
 from .stores.records import BATCH_OPS, BatchOp
 
 
@@ -32,6 +39,39 @@ def batch_op(op: str, ns: str, key: str, fields: dict[str, Any]) -> BatchOp:
     if op == "patch":
         return BatchOp(op, ns, key, patcher=patcher_of(fields.get("patch")), **common)
     return BatchOp(op, ns, key, keep_last=fields["keep_last"], **common)
+
+
+def facet_write(facet: SyncStateFacet | StateFacet, ns: str, op: Op[Any]) -> Any:
+    """Run ``op`` alone by the facet's own call for it (its fast path), its key checked and its value
+    encoded as that call checks them; the facet's answer (to await, on an async facet)."""
+    values.check_key(op.key)
+    call = _FACET_CALLS.get(op.kind)
+    if call is None:
+        raise ops.unknown(op.kind)
+    return call(facet, ns, op)
+
+
+_FACET_CALLS: dict[str, Callable[[Any, str, Op[Any]], Any]] = {
+    "put": lambda f, ns, op: f.put(ns, op.key, encode_value(op.arg), op.if_version, op.ttl_ms),
+    "delete": lambda f, ns, op: f.delete(ns, op.key, op.if_version),
+    "append": lambda f, ns, op: f.append(ns, op.key, values.encode_items(op.arg), op.ttl_ms),
+    "trim": lambda f, ns, op: f.trim(ns, op.key, op.arg, op.if_version, op.ttl_ms),
+    "pop": lambda f, ns, op: f.pop(ns, op.key, op.if_version),
+    "incr": lambda f, ns, op: f.incr(ns, op.key, op.arg, op.if_version, op.ttl_ms),
+    "patch": lambda f, ns, op: f.update(ns, op.key, patcher_of(op.arg), op.if_version, op.ttl_ms),
+}
+
+
+ANSWERS: dict[str, Callable[[Any], Any]] = {
+    "put": lambda answer: answer,
+    "delete": lambda answer: None,
+    "append": lambda answer: Appended(*answer),
+    "trim": lambda answer: Appended(*answer),
+    "pop": lambda answer: None if answer is None else values.decode(answer[0]),
+    "incr": lambda answer: answer[0],
+    "patch": lambda answer: values.decode(answer[0]),
+}
+"""What a write answers on a scope, by kind, from the facet's answer to it (alone or in a batch)."""
 
 
 def encode_value(value: Any) -> bytes:

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
-from .. import protocol, values
+from .. import ops, protocol, values
 from ..batch import Planned
 from ..errors import InvalidRequest
+from ..ops import Op
 from ..scope import Appended, Items, Page, Versioned
 from ._core import Call, _none, query, segment
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +185,26 @@ def incr(target: StateTarget, key: str, by: int, if_version: int | None, ttl_ms:
 def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl_ms: int | None) -> Call[Any]:
     content = _body({"patch": values.encode(merge), "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
     return target.call("PATCH", target.key_path(key), _patched, content, safe=if_version is not None)
+
+
+def write(target: StateTarget, op: Op[T]) -> Call[T]:
+    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``)."""
+    make = _WRITES.get(op.kind)
+    if make is None:
+        raise ops.unknown(op.kind)
+    call: Call[T] = make(target, op)
+    return call
+
+
+_WRITES: dict[str, Callable[[StateTarget, Op[Any]], Call[Any]]] = {
+    "put": lambda t, op: put(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "delete": lambda t, op: delete(t, op.key, op.if_version),
+    "append": lambda t, op: append(t, op.key, op.arg, op.ttl_ms),
+    "trim": lambda t, op: trim(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "pop": lambda t, op: pop(t, op.key, op.if_version),
+    "incr": lambda t, op: incr(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "patch": lambda t, op: patch(t, op.key, op.arg, op.if_version, op.ttl_ms),
+}
 
 
 def _version(answer: Any) -> int:
