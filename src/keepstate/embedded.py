@@ -137,14 +137,14 @@ def _facet_ops(planned: Sequence[Planned], ours: Callable[[object], bool]) -> li
         if not ours(plan.target):
             raise InvalidRequest("a batch writes to scopes of one store", index=index)
         try:
-            ops.append(writes.batch_op(plan.op, plan.target.ns, plan.key, plan.fields))
+            ops.append(writes.batch_op(plan.op, plan.target.ns))
         except KeepstateError as error:
             raise type(error)(error.message, **{**error.details, "index": index}) from None
     return ops
 
 
 def _answers(planned: Sequence[Planned], answers: Sequence[Any]) -> list[Any]:
-    return [writes.ANSWERS[plan.op](answer) for plan, answer in zip(planned, answers, strict=True)]
+    return [writes.ANSWERS[plan.op.kind](answer) for plan, answer in zip(planned, answers, strict=True)]
 
 
 def _items(page: ListPage | None) -> Items:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 KINDS = ("put", "delete", "append", "trim", "pop", "incr", "patch")
+ARGS = {"put": "value", "append": "items", "incr": "by", "patch": "patch", "trim": "keep_last"}
+"""The body field of each kind's own argument (``Op.arg``), as the State API's bodies name it."""
 
 
 class Op(Generic[T]):

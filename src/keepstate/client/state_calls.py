@@ -231,30 +231,33 @@ _ANSWERS: dict[str, Callable[[Any], Any]] = {
 
 def batch(token: str, planned: Sequence[Planned], targets: Sequence[StateTarget]) -> Call[list[Any]]:
     """``POST /v0/state/batch`` of writes to scopes of one run token."""
-    ops = []
+    bodies = []
     for index, (plan, target) in enumerate(zip(planned, targets, strict=True)):
         if target.auth != "token" or target.token != token or target.scope is None:
             raise InvalidRequest("a batch writes to the scopes of one invocation", index=index)
-        ops.append(_op(plan, target.scope))
-    if not 1 <= len(ops) <= protocol.MAX_BATCH_OPS:
+        bodies.append(_op(plan.op, target.scope))
+    if not 1 <= len(bodies) <= protocol.MAX_BATCH_OPS:
         raise InvalidRequest(f"a batch has 1 to {protocol.MAX_BATCH_OPS} writes")
-    content = b'{"ops":[' + b",".join(ops) + b"]}"
+    content = b'{"ops":[' + b",".join(bodies) + b"]}"
 
     def parse(answer: Any) -> list[Any]:
-        return [_ANSWERS[plan.op](result) for plan, result in zip(planned, answer["results"], strict=True)]
+        return [_ANSWERS[plan.op.kind](result) for plan, result in zip(planned, answer["results"], strict=True)]
 
     return Call("POST", "/v0/state/batch", parse, content, auth="token", token=token)
 
 
-def _op(plan: Planned, scope: str) -> bytes:
-    fields = dict(plan.fields)
-    encoded: dict[str, Any] = {"op": plan.op, "scope": scope, "key": values.check_key(plan.key)}
-    if "value" in fields:
-        encoded["value"] = _value(fields.pop("value"))
-    if "items" in fields:
-        encoded["items"] = _items(fields.pop("items"))
-    if "patch" in fields:
-        encoded["patch"] = values.encode(fields.pop("patch"))
-    encoded["ttl_seconds"] = _ttl_seconds(fields.pop("ttl_ms", None))
-    encoded.update(fields)
+def _op(op: Op[Any], scope: str) -> bytes:
+    """One op of a batch's body: its kind, scope and key, its own argument encoded, its conditions."""
+    encoded: dict[str, Any] = {"op": op.kind, "scope": scope, "key": values.check_key(op.key)}
+    if op.kind in ops.ARGS:
+        encoded[ops.ARGS[op.kind]] = _ARG_ENCODERS.get(op.kind, _plain)(op.arg)
+    encoded["ttl_seconds"] = _ttl_seconds(op.ttl_ms)
+    encoded["if_version"] = op.if_version
     return _body(encoded)
+
+
+_ARG_ENCODERS: dict[str, Callable[[Any], Any]] = {"put": _value, "append": _items, "patch": values.encode}
+
+
+def _plain(arg: Any) -> Any:
+    return arg
