@@ -10,12 +10,13 @@ write: ``index``, ``scope``, ``key``, ``current_version``) and nothing is writte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import protocol
 from .errors import InvalidRequest
+from .ops import Op
 
 if TYPE_CHECKING:
     from .scope import AsyncScope, AsyncScopeOps, Scope, ScopeOps
@@ -23,12 +24,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """One queued write: the scope ops it targets, the call, its key and its checked arguments."""
+    """One queued write: the scope ops it targets and the write, the same ``Op`` a call alone makes."""
 
     target: Any
-    op: str
-    key: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    op: Op[Any]
 
 
 class _Plan:
@@ -43,37 +42,30 @@ class _Plan:
         return _Plan(self._queue, other._ops)
 
     def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> None:
-        self._add("put", key, value=value, if_version=if_version, ttl_ms=protocol.ttl_ms(ttl_seconds))
+        self._add("put", key, value, if_version, protocol.ttl_ms(ttl_seconds))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
-        self._add("delete", key, if_version=if_version)
+        self._add("delete", key, None, if_version)
 
     def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> None:
-        self._add("append", key, items=items, ttl_ms=protocol.ttl_ms(ttl_seconds))
+        self._add("append", key, items, None, protocol.ttl_ms(ttl_seconds))
 
     def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> None:
-        self._add("incr", key, by=protocol.check_by(by), if_version=if_version, ttl_ms=protocol.ttl_ms(ttl_seconds))
+        self._add("incr", key, protocol.check_by(by), if_version, protocol.ttl_ms(ttl_seconds))
 
     def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> None:
-        self._add("patch", key, patch=patch, if_version=if_version, ttl_ms=protocol.ttl_ms(ttl_seconds))
+        self._add("patch", key, patch, if_version, protocol.ttl_ms(ttl_seconds))
 
     def trim(self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None) -> None:
-        self._add(
-            "trim",
-            key,
-            keep_last=protocol.check_keep_last(keep_last),
-            if_version=if_version,
-            ttl_ms=protocol.ttl_ms(ttl_seconds),
-        )
+        self._add("trim", key, protocol.check_keep_last(keep_last), if_version, protocol.ttl_ms(ttl_seconds))
 
-    def _add(self, op: str, key: str, **fields: Any) -> None:
+    def _add(self, kind: str, key: str, arg: Any, if_version: int | None, ttl_ms: int | None = None) -> None:
         from .scope import check_if_version
 
-        if "if_version" in fields:
-            fields["if_version"] = check_if_version(fields["if_version"])
+        op: Op[Any] = Op(kind, key, arg, check_if_version(if_version), ttl_ms)
         if len(self._queue) >= protocol.MAX_BATCH_OPS:
             raise InvalidRequest(f"a batch holds at most {protocol.MAX_BATCH_OPS} writes")
-        self._queue.append(Planned(self._target, op, key, fields))
+        self._queue.append(Planned(self._target, op))
 
 
 class Batch(_Plan):

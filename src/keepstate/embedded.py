@@ -3,6 +3,7 @@ one-process apps and tests.
 
 ``StoreOps`` is the ``ScopeOps`` of one scope on a store's sync state facet: it checks and encodes
 what goes in, decodes what comes out, and nothing else (the rules are the facet's and ``Scope``'s).
+Every write comes as one ``ops.Op`` to ``write``, made the facet's own call for it by ``writes``.
 
 ``Store.register_session`` makes a session the app keeps state in known to the platform records, so
 ``keepstate serve``'s console lists it. The platform facet is async only; the sync call runs it on
@@ -16,7 +17,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from . import values, writes
 from .batch import Planned
@@ -25,13 +26,16 @@ from .embedders import Embedder, load_embedder
 from .errors import InvalidRequest, KeepstateError, StoreClosed, VersionConflict
 from .memory import Memory, StoreMemoryOps
 from .memory_rules import View, space_of
+from .ops import Op
 from .per_loop import per_loop_databases
-from .scope import Appended, AsyncScope, Items, Page, Scope, Versioned, scope_namespace
+from .scope import AsyncScope, Items, Page, Scope, Versioned, scope_namespace
 from .stores import forks, open_database
 from .stores.base import FACET_HINTS, Database, StateFacet, SyncDocumentsFacet, SyncStateFacet, redact
 from .stores.faces import EventLoopThread
 from .stores.records import BatchOp, ListPage, StoredSession
 from .values import metadata_data, name_field
+
+T = TypeVar("T")
 
 UNOWNED = ""
 """The owner of a session registered without one: no key's id, so only the admins of its environment
@@ -58,16 +62,10 @@ class StoreOps:
         entry = self.backend.get(self.ns, values.check_key(key))
         return None if entry is None else entry.expires_at
 
-    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
-        values.check_key(key)
-        return self.backend.put(self.ns, key, writes.encode_value(value), if_version, ttl_ms)
-
-    def delete(self, key: str, if_version: int | None) -> None:
-        self.backend.delete(self.ns, values.check_key(key), if_version)
-
-    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
-        values.check_key(key)
-        return Appended(*self.backend.append(self.ns, key, values.encode_items(items), ttl_ms))
+    def write(self, op: Op[T]) -> T:
+        answer = writes.facet_write(self.backend, self.ns, op)  # an unknown kind is refused here
+        result: T = writes.ANSWERS[op.kind](answer)
+        return result
 
     def keys_page(self, prefix: str, after: str, limit: int) -> Page:
         page = self.backend.keys(self.ns, prefix, after, limit)
@@ -78,21 +76,6 @@ class StoreOps:
 
     def items(self, key: str, start: int, limit: int) -> Items:
         return _items(self.backend.items(self.ns, values.check_key(key), start, limit))
-
-    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
-        return Appended(*self.backend.trim(self.ns, values.check_key(key), keep_last, if_version, ttl_ms))
-
-    def pop(self, key: str, if_version: int | None) -> Any:
-        popped = self.backend.pop(self.ns, values.check_key(key), if_version)
-        return None if popped is None else values.decode(popped[0])
-
-    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
-        return self.backend.incr(self.ns, values.check_key(key), by, if_version, ttl_ms)[0]
-
-    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
-        values.check_key(key)
-        data, _ = self.backend.update(self.ns, key, writes.patcher_of(patch), if_version, ttl_ms)
-        return values.decode(data)
 
     def batch(self, planned: Sequence[Planned]) -> list[Any]:
         """One facet batch of every planned write; each target must be a scope of this same store."""
@@ -120,17 +103,11 @@ class AsyncStoreOps:
         entry = await (await self.store.async_state()).get(self.ns, values.check_key(key))
         return None if entry is None else entry.expires_at
 
-    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
-        values.check_key(key)
-        return await (await self.store.async_state()).put(self.ns, key, writes.encode_value(value), if_version, ttl_ms)
-
-    async def delete(self, key: str, if_version: int | None) -> None:
-        await (await self.store.async_state()).delete(self.ns, values.check_key(key), if_version)
-
-    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
-        values.check_key(key)
+    async def write(self, op: Op[T]) -> T:
         facet = await self.store.async_state()
-        return Appended(*await facet.append(self.ns, key, values.encode_items(items), ttl_ms))
+        answer = await writes.facet_write(facet, self.ns, op)  # an unknown kind is refused here
+        result: T = writes.ANSWERS[op.kind](answer)
+        return result
 
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
         page = await (await self.store.async_state()).keys(self.ns, prefix, after, limit)
@@ -141,24 +118,6 @@ class AsyncStoreOps:
 
     async def items(self, key: str, start: int, limit: int) -> Items:
         return _items(await (await self.store.async_state()).items(self.ns, values.check_key(key), start, limit))
-
-    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
-        facet = await self.store.async_state()
-        return Appended(*await facet.trim(self.ns, values.check_key(key), keep_last, if_version, ttl_ms))
-
-    async def pop(self, key: str, if_version: int | None) -> Any:
-        popped = await (await self.store.async_state()).pop(self.ns, values.check_key(key), if_version)
-        return None if popped is None else values.decode(popped[0])
-
-    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
-        facet = await self.store.async_state()
-        return (await facet.incr(self.ns, values.check_key(key), by, if_version, ttl_ms))[0]
-
-    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
-        values.check_key(key)
-        facet = await self.store.async_state()
-        data, _ = await facet.update(self.ns, key, writes.patcher_of(patch), if_version, ttl_ms)
-        return values.decode(data)
 
     async def batch(self, planned: Sequence[Planned]) -> list[Any]:
         """One facet batch of every planned write; each target must be an async scope of this same store."""
@@ -178,33 +137,20 @@ def _facet_ops(planned: Sequence[Planned], ours: Callable[[object], bool]) -> li
         if not ours(plan.target):
             raise InvalidRequest("a batch writes to scopes of one store", index=index)
         try:
-            ops.append(writes.batch_op(plan.op, plan.target.ns, plan.key, plan.fields))
+            ops.append(writes.batch_op(plan.op, plan.target.ns))
         except KeepstateError as error:
             raise type(error)(error.message, **{**error.details, "index": index}) from None
     return ops
 
 
 def _answers(planned: Sequence[Planned], answers: Sequence[Any]) -> list[Any]:
-    return [_answer(plan.op, answer) for plan, answer in zip(planned, answers, strict=True)]
+    return [writes.ANSWERS[plan.op.kind](answer) for plan, answer in zip(planned, answers, strict=True)]
 
 
 def _items(page: ListPage | None) -> Items:
     if page is None:
         return Items([], 0, 0)
     return Items([values.decode(item) for item in page.items], page.version, page.length)
-
-
-def _answer(op: str, answer: Any) -> Any:
-    """What a batch's write answers, as the same call alone on a scope answers."""
-    if op in ("append", "trim"):
-        return Appended(*answer)
-    if op == "delete":
-        return None
-    if op == "incr":
-        return answer[0]
-    if op == "patch":
-        return values.decode(answer[0])
-    return answer
 
 
 class Store:

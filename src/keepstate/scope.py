@@ -3,7 +3,8 @@
 A ``Scope`` holds the rules that do not depend on where state lives (the compare-and-set loop of
 ``update``, paging of ``keys``, defaults, checking arguments); a ``ScopeOps`` object does the
 primitive calls, either straight on a store (``embedded.StoreOps``) or over HTTP
-(``keepstate.client``). ``AsyncScope`` is the same over awaitable ops, for async agents.
+(``keepstate.client``): reads by name, every write as one ``ops.Op`` through ``write``.
+``AsyncScope`` is the same over awaitable ops, for async agents.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from . import protocol, values
+from . import ops, protocol, values
 from .errors import InvalidRequest, KeepstateError, VersionConflict
+from .ops import Op
 from .stores.records import CONSOLE_SESSIONS, SCOPE_KINDS, namespace
 
 if TYPE_CHECKING:
     from .batch import AsyncBatch, Batch, Planned
 
 UPDATE_TRIES = 64
+T = TypeVar("T")
 
 
 class Versioned(NamedTuple):
@@ -55,16 +58,10 @@ class ScopeOps(Protocol):
 
     def get_versioned(self, key: str) -> Versioned: ...
     def expires_at(self, key: str) -> int | None: ...
-    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int: ...
-    def delete(self, key: str, if_version: int | None) -> None: ...
-    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended: ...
+    def write(self, op: Op[T]) -> T: ...
     def keys_page(self, prefix: str, after: str, limit: int) -> Page: ...
     def tail(self, key: str, n: int) -> Items: ...
     def items(self, key: str, start: int, limit: int) -> Items: ...
-    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended: ...
-    def pop(self, key: str, if_version: int | None) -> Any: ...
-    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int: ...
-    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any: ...
     def batch(self, planned: Sequence[Planned]) -> list[Any]: ...
 
 
@@ -73,16 +70,10 @@ class AsyncScopeOps(Protocol):
 
     async def get_versioned(self, key: str) -> Versioned: ...
     async def expires_at(self, key: str) -> int | None: ...
-    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int: ...
-    async def delete(self, key: str, if_version: int | None) -> None: ...
-    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended: ...
+    async def write(self, op: Op[T]) -> T: ...
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page: ...
     async def tail(self, key: str, n: int) -> Items: ...
     async def items(self, key: str, start: int, limit: int) -> Items: ...
-    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended: ...
-    async def pop(self, key: str, if_version: int | None) -> Any: ...
-    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int: ...
-    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any: ...
     async def batch(self, planned: Sequence[Planned]) -> list[Any]: ...
 
 
@@ -116,14 +107,14 @@ class Scope:
     def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
         """Write; return the new version. ``if_version=0``: only if absent. ``ttl_seconds``: expire then
         (without it, any expiry is cleared). Raises VersionConflict."""
-        return self._ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
-        self._ops.delete(key, check_if_version(if_version))
+        self._ops.write(ops.delete(key, check_if_version(if_version)))
 
     def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
         """Add ``items`` atomically at the end of the list, creating it if needed."""
-        return self._ops.append(key, items, protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)))
 
     def update(self, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Compare-and-set loop: read, apply ``fn`` (may run more than once), write if unchanged."""
@@ -131,7 +122,7 @@ class Scope:
             current = self._ops.get_versioned(key)
             new = fn(default if current.version == 0 else current.value)
             try:
-                self._ops.put(key, new, current.version, None)
+                self._ops.write(ops.put(key, new, current.version, None))
                 return new
             except VersionConflict:
                 time.sleep(backoff_seconds(attempt))
@@ -157,22 +148,26 @@ class Scope:
         self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
     ) -> Appended:
         """Drop the oldest items so that at most ``keep_last`` remain (a write)."""
-        return self._ops.trim(
-            key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        return self._ops.write(
+            ops.trim(
+                key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+            )
         )
 
     def pop(self, key: str, if_version: int | None = None) -> Any:
         """Remove and return the last item; None when the key is absent or the list empty."""
-        return self._ops.pop(key, check_if_version(if_version))
+        return self._ops.write(ops.pop(key, check_if_version(if_version)))
 
     def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
         """Add ``by`` in the store (an absent key counts from 0); the new integer. Raises NotAnInteger,
         and InvalidValue when the result leaves signed 64-bit."""
-        return self._ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(
+            ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        )
 
     def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
         """Apply a JSON Merge Patch (RFC 7396) in the store (an absent key is ``{}``); the new value."""
-        return self._ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
 
     def batch(self) -> Batch:
         """``with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""
@@ -198,13 +193,13 @@ class AsyncScope:
         return await self._ops.expires_at(key)
 
     async def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
-        return await self._ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return await self._ops.write(ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
 
     async def delete(self, key: str, if_version: int | None = None) -> None:
-        await self._ops.delete(key, check_if_version(if_version))
+        await self._ops.write(ops.delete(key, check_if_version(if_version)))
 
     async def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
-        return await self._ops.append(key, items, protocol.ttl_ms(ttl_seconds))
+        return await self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)))
 
     async def update(self, key: str, fn: Callable[[Any], Any | Awaitable[Any]], default: Any = None) -> Any:
         for attempt in range(UPDATE_TRIES):
@@ -213,7 +208,7 @@ class AsyncScope:
             if isinstance(new, Awaitable):
                 new = await new
             try:
-                await self._ops.put(key, new, current.version, None)
+                await self._ops.write(ops.put(key, new, current.version, None))
                 return new
             except VersionConflict:
                 await asyncio.sleep(backoff_seconds(attempt))
@@ -236,20 +231,22 @@ class AsyncScope:
     async def trim(
         self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
     ) -> Appended:
-        return await self._ops.trim(
-            key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        return await self._ops.write(
+            ops.trim(
+                key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+            )
         )
 
     async def pop(self, key: str, if_version: int | None = None) -> Any:
-        return await self._ops.pop(key, check_if_version(if_version))
+        return await self._ops.write(ops.pop(key, check_if_version(if_version)))
 
     async def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
-        return await self._ops.incr(
-            key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+        return await self._ops.write(
+            ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
         )
 
     async def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
-        return await self._ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return await self._ops.write(ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
 
     def batch(self) -> AsyncBatch:
         """``async with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""

@@ -21,7 +21,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 from .batch import Planned
 from .client import calls
@@ -34,10 +34,13 @@ from .errors import KeepstateError, NoSession, NoUser, TooLarge
 from .event_rules import check_events
 from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
 from .memory_rules import View, space_of
+from .ops import Op
 from .protocol import MAX_RUN_EVENTS
-from .scope import Appended, AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
+from .scope import AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,14 +124,8 @@ class AsyncOps:
     async def expires_at(self, key: str) -> int | None:
         return self._ops.expires_at(key)
 
-    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
-        return self._ops.put(key, value, if_version, ttl_ms)
-
-    async def delete(self, key: str, if_version: int | None) -> None:
-        self._ops.delete(key, if_version)
-
-    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
-        return self._ops.append(key, items, ttl_ms)
+    async def write(self, op: Op[T]) -> T:
+        return self._ops.write(op)
 
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
         return self._ops.keys_page(prefix, after, limit)
@@ -138,18 +135,6 @@ class AsyncOps:
 
     async def items(self, key: str, start: int, limit: int) -> Items:
         return self._ops.items(key, start, limit)
-
-    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
-        return self._ops.trim(key, keep_last, if_version, ttl_ms)
-
-    async def pop(self, key: str, if_version: int | None) -> Any:
-        return self._ops.pop(key, if_version)
-
-    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
-        return self._ops.incr(key, by, if_version, ttl_ms)
-
-    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
-        return self._ops.patch(key, patch, if_version, ttl_ms)
 
     async def batch(self, planned: Sequence[Planned]) -> list[Any]:
         """Planned writes target ``AsyncOps``: the store's batch runs on the ops they wrap."""

@@ -1,37 +1,83 @@
 """A write's arguments made into the store's terms, once for the embedded store and the server.
 
-``batch_op`` checks and encodes one write (``put``, ``delete``, ``append``, ``incr``, ``patch``,
-``trim``) into a ``BatchOp``; ``run_batch`` sends a batch to a sync facet and returns the facet's
-answers; ``scoped_conflicts`` turns the facet's conflicts (by namespace) into the API's (by scope).
+``facet_write`` runs one ``ops.Op`` by the state facet's own call for that write alone (its fast path:
+a put is the facet's ``put``, not a batch of one), checked and encoded; ``ANSWERS`` turn that call's
+answer into what the scope's call answers. ``StoreOps``/``AsyncStoreOps`` run every write through these
+two, so the sync and async doors differ only by the ``await``.
+``batch_op`` checks and encodes one write of a batch (``put``, ``delete``, ``append``, ``incr``,
+``patch``, ``trim``: the same ``Op`` a call alone makes, or ``op_of`` a server body's) into a
+``BatchOp``; ``scoped_conflicts`` turns the facet's conflicts (by namespace) into the API's (by scope).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import patch, values
+from . import ops, patch, values
 from .errors import InvalidRequest, VersionConflict
+from .ops import Op
+from .scope import Appended
+from .stores.base import StateFacet, SyncStateFacet
 from .stores.records import BATCH_OPS, BatchOp
 
 
-def batch_op(op: str, ns: str, key: str, fields: dict[str, Any]) -> BatchOp:
+def batch_op(op: Op[Any], ns: str) -> BatchOp:
     """One write of a batch, its value checked and encoded as that call alone would check it."""
-    if op not in BATCH_OPS:
-        raise InvalidRequest(f"op must be one of {', '.join(BATCH_OPS)}, got {op!r:.40}")
+    kind, key = op.kind, op.key
+    if kind not in BATCH_OPS:
+        raise InvalidRequest(f"op must be one of {', '.join(BATCH_OPS)}, got {kind!r:.40}")
     values.check_key(key)
-    common: dict[str, Any] = {"if_version": fields.get("if_version"), "ttl_ms": fields.get("ttl_ms")}
-    if op == "put":
-        return BatchOp(op, ns, key, data=encode_value(fields.get("value")), **common)
-    if op == "delete":
-        return BatchOp(op, ns, key, if_version=common["if_version"])
-    if op == "append":
-        return BatchOp(op, ns, key, items=values.encode_items(fields.get("items", ())), ttl_ms=common["ttl_ms"])
-    if op == "incr":
-        return BatchOp(op, ns, key, by=fields.get("by", 1), **common)
-    if op == "patch":
-        return BatchOp(op, ns, key, patcher=patcher_of(fields.get("patch")), **common)
-    return BatchOp(op, ns, key, keep_last=fields["keep_last"], **common)
+    common: dict[str, Any] = {"if_version": op.if_version, "ttl_ms": op.ttl_ms}
+    if kind == "put":
+        return BatchOp(kind, ns, key, data=encode_value(op.arg), **common)
+    if kind == "delete":
+        return BatchOp(kind, ns, key, if_version=op.if_version)
+    if kind == "append":
+        return BatchOp(kind, ns, key, items=values.encode_items(op.arg), ttl_ms=op.ttl_ms)
+    if kind == "incr":
+        return BatchOp(kind, ns, key, by=op.arg, **common)
+    if kind == "patch":
+        return BatchOp(kind, ns, key, patcher=patcher_of(op.arg), **common)
+    return BatchOp(kind, ns, key, keep_last=op.arg, **common)
+
+
+def op_of(kind: str, key: str, fields: dict[str, Any]) -> Op[Any]:
+    """A write as a value from its checked body fields (``platform.state.write_fields``)."""
+    return Op(kind, key, fields.get(ops.ARGS.get(kind, "")), fields.get("if_version"), fields.get("ttl_ms"))
+
+
+def facet_write(facet: SyncStateFacet | StateFacet, ns: str, op: Op[Any]) -> Any:
+    """Run ``op`` alone by the facet's own call for it (its fast path), its key checked and its value
+    encoded as that call checks them; the facet's answer (to await, on an async facet)."""
+    values.check_key(op.key)
+    call = _FACET_CALLS.get(op.kind)
+    if call is None:
+        raise ops.unknown(op.kind)
+    return call(facet, ns, op)
+
+
+_FACET_CALLS: dict[str, Callable[[Any, str, Op[Any]], Any]] = {
+    "put": lambda f, ns, op: f.put(ns, op.key, encode_value(op.arg), op.if_version, op.ttl_ms),
+    "delete": lambda f, ns, op: f.delete(ns, op.key, op.if_version),
+    "append": lambda f, ns, op: f.append(ns, op.key, values.encode_items(op.arg), op.ttl_ms),
+    "trim": lambda f, ns, op: f.trim(ns, op.key, op.arg, op.if_version, op.ttl_ms),
+    "pop": lambda f, ns, op: f.pop(ns, op.key, op.if_version),
+    "incr": lambda f, ns, op: f.incr(ns, op.key, op.arg, op.if_version, op.ttl_ms),
+    "patch": lambda f, ns, op: f.update(ns, op.key, patcher_of(op.arg), op.if_version, op.ttl_ms),
+}
+
+
+ANSWERS: dict[str, Callable[[Any], Any]] = {
+    "put": lambda answer: answer,
+    "delete": lambda answer: None,
+    "append": lambda answer: Appended(*answer),
+    "trim": lambda answer: Appended(*answer),
+    "pop": lambda answer: None if answer is None else values.decode(answer[0]),
+    "incr": lambda answer: answer[0],
+    "patch": lambda answer: values.decode(answer[0]),
+}
+"""What a write answers on a scope, by kind, from the facet's answer to it (alone or in a batch)."""
 
 
 def encode_value(value: Any) -> bytes:

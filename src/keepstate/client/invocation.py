@@ -19,16 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from ..batch import Planned
 from ..errors import InvalidRequest
 from ..memory import AsyncMemory, Memory
-from ..scope import Appended, AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
+from ..ops import Op
+from ..scope import AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
 from . import state_calls
 from ._core import Call
 from .records import Claim, Emitted, Run
 from .state_calls import StateTarget
+
+T = TypeVar("T")
 
 SCOPE_NAMES = ("run", "session", "agent", "user")
 EventItem = Mapping[str, Any]
@@ -79,15 +82,8 @@ class HttpOps(ScopeOps):
         result: int | None = self._send(state_calls.expires_at(self.target, key))
         return result
 
-    def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
-        result: int = self._send(state_calls.put(self.target, key, value, if_version, ttl_ms))
-        return result
-
-    def delete(self, key: str, if_version: int | None) -> None:
-        self._send(state_calls.delete(self.target, key, if_version))
-
-    def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
-        result: Appended = self._send(state_calls.append(self.target, key, items, ttl_ms))
+    def write(self, op: Op[T]) -> T:
+        result: T = self._send(state_calls.write(self.target, op))
         return result
 
     def keys_page(self, prefix: str, after: str, limit: int) -> Page:
@@ -101,20 +97,6 @@ class HttpOps(ScopeOps):
     def items(self, key: str, start: int, limit: int) -> Items:
         result: Items = self._send(state_calls.items(self.target, key, start, limit))
         return result
-
-    def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
-        result: Appended = self._send(state_calls.trim(self.target, key, keep_last, if_version, ttl_ms))
-        return result
-
-    def pop(self, key: str, if_version: int | None) -> Any:
-        return self._send(state_calls.pop(self.target, key, if_version))
-
-    def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
-        result: int = self._send(state_calls.incr(self.target, key, by, if_version, ttl_ms))
-        return result
-
-    def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
-        return self._send(state_calls.patch(self.target, key, patch, if_version, ttl_ms))
 
     def batch(self, planned: Sequence[Planned]) -> list[Any]:
         result: list[Any] = self._send(_batch_call(self.target, planned))
@@ -135,15 +117,8 @@ class AsyncHttpOps(AsyncScopeOps):
         result: int | None = await self._send(state_calls.expires_at(self.target, key))
         return result
 
-    async def put(self, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> int:
-        result: int = await self._send(state_calls.put(self.target, key, value, if_version, ttl_ms))
-        return result
-
-    async def delete(self, key: str, if_version: int | None) -> None:
-        await self._send(state_calls.delete(self.target, key, if_version))
-
-    async def append(self, key: str, items: list[Any], ttl_ms: int | None) -> Appended:
-        result: Appended = await self._send(state_calls.append(self.target, key, items, ttl_ms))
+    async def write(self, op: Op[T]) -> T:
+        result: T = await self._send(state_calls.write(self.target, op))
         return result
 
     async def keys_page(self, prefix: str, after: str, limit: int) -> Page:
@@ -157,20 +132,6 @@ class AsyncHttpOps(AsyncScopeOps):
     async def items(self, key: str, start: int, limit: int) -> Items:
         result: Items = await self._send(state_calls.items(self.target, key, start, limit))
         return result
-
-    async def trim(self, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Appended:
-        result: Appended = await self._send(state_calls.trim(self.target, key, keep_last, if_version, ttl_ms))
-        return result
-
-    async def pop(self, key: str, if_version: int | None) -> Any:
-        return await self._send(state_calls.pop(self.target, key, if_version))
-
-    async def incr(self, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> int:
-        result: int = await self._send(state_calls.incr(self.target, key, by, if_version, ttl_ms))
-        return result
-
-    async def patch(self, key: str, patch: Any, if_version: int | None, ttl_ms: int | None) -> Any:
-        return await self._send(state_calls.patch(self.target, key, patch, if_version, ttl_ms))
 
     async def batch(self, planned: Sequence[Planned]) -> list[Any]:
         result: list[Any] = await self._send(_batch_call(self.target, planned))

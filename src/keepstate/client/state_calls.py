@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
-from .. import protocol, values
+from .. import ops, protocol, values
 from ..batch import Planned
 from ..errors import InvalidRequest
+from ..ops import Op
 from ..scope import Appended, Items, Page, Versioned
 from ._core import Call, _none, query, segment
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,26 @@ def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl
     return target.call("PATCH", target.key_path(key), _patched, content, safe=if_version is not None)
 
 
+def write(target: StateTarget, op: Op[T]) -> Call[T]:
+    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``)."""
+    make = _WRITES.get(op.kind)
+    if make is None:
+        raise ops.unknown(op.kind)
+    call: Call[T] = make(target, op)
+    return call
+
+
+_WRITES: dict[str, Callable[[StateTarget, Op[Any]], Call[Any]]] = {
+    "put": lambda t, op: put(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "delete": lambda t, op: delete(t, op.key, op.if_version),
+    "append": lambda t, op: append(t, op.key, op.arg, op.ttl_ms),
+    "trim": lambda t, op: trim(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "pop": lambda t, op: pop(t, op.key, op.if_version),
+    "incr": lambda t, op: incr(t, op.key, op.arg, op.if_version, op.ttl_ms),
+    "patch": lambda t, op: patch(t, op.key, op.arg, op.if_version, op.ttl_ms),
+}
+
+
 def _version(answer: Any) -> int:
     return int(answer["version"])
 
@@ -208,30 +231,33 @@ _ANSWERS: dict[str, Callable[[Any], Any]] = {
 
 def batch(token: str, planned: Sequence[Planned], targets: Sequence[StateTarget]) -> Call[list[Any]]:
     """``POST /v0/state/batch`` of writes to scopes of one run token."""
-    ops = []
+    bodies = []
     for index, (plan, target) in enumerate(zip(planned, targets, strict=True)):
         if target.auth != "token" or target.token != token or target.scope is None:
             raise InvalidRequest("a batch writes to the scopes of one invocation", index=index)
-        ops.append(_op(plan, target.scope))
-    if not 1 <= len(ops) <= protocol.MAX_BATCH_OPS:
+        bodies.append(_op(plan.op, target.scope))
+    if not 1 <= len(bodies) <= protocol.MAX_BATCH_OPS:
         raise InvalidRequest(f"a batch has 1 to {protocol.MAX_BATCH_OPS} writes")
-    content = b'{"ops":[' + b",".join(ops) + b"]}"
+    content = b'{"ops":[' + b",".join(bodies) + b"]}"
 
     def parse(answer: Any) -> list[Any]:
-        return [_ANSWERS[plan.op](result) for plan, result in zip(planned, answer["results"], strict=True)]
+        return [_ANSWERS[plan.op.kind](result) for plan, result in zip(planned, answer["results"], strict=True)]
 
     return Call("POST", "/v0/state/batch", parse, content, auth="token", token=token)
 
 
-def _op(plan: Planned, scope: str) -> bytes:
-    fields = dict(plan.fields)
-    encoded: dict[str, Any] = {"op": plan.op, "scope": scope, "key": values.check_key(plan.key)}
-    if "value" in fields:
-        encoded["value"] = _value(fields.pop("value"))
-    if "items" in fields:
-        encoded["items"] = _items(fields.pop("items"))
-    if "patch" in fields:
-        encoded["patch"] = values.encode(fields.pop("patch"))
-    encoded["ttl_seconds"] = _ttl_seconds(fields.pop("ttl_ms", None))
-    encoded.update(fields)
+def _op(op: Op[Any], scope: str) -> bytes:
+    """One op of a batch's body: its kind, scope and key, its own argument encoded, its conditions."""
+    encoded: dict[str, Any] = {"op": op.kind, "scope": scope, "key": values.check_key(op.key)}
+    if op.kind in ops.ARGS:
+        encoded[ops.ARGS[op.kind]] = _ARG_ENCODERS.get(op.kind, _plain)(op.arg)
+    encoded["ttl_seconds"] = _ttl_seconds(op.ttl_ms)
+    encoded["if_version"] = op.if_version
     return _body(encoded)
+
+
+_ARG_ENCODERS: dict[str, Callable[[Any], Any]] = {"put": _value, "append": _items, "patch": values.encode}
+
+
+def _plain(arg: Any) -> Any:
+    return arg

@@ -245,6 +245,6 @@ def _batch_op(ctx: RunContext, index: int, op: object) -> Any:
         if not isinstance(kind, str) or not isinstance(scope, str):
             raise InvalidRequest("each op names its op and scope")
         ns = namespace(ctx, scope)
-        return writes.batch_op(kind, ns, values.check_key(key), write_fields(kind, op))
+        return writes.batch_op(writes.op_of(kind, values.check_key(key), write_fields(kind, op)), ns)
     except KeepstateError as error:
         raise type(error)(error.message, **{**error.details, "index": index}) from None
