@@ -1,10 +1,11 @@
 """Run event logs on PostgreSQL (``RunEventLog``): many servers writing one run's log, and hearing of it.
 
-An emit takes the run's head row first (``UPDATE ks_event_heads``), the lock a status change's trigger
-takes too, and only then checks, in a statement of its own (a fresh snapshot under READ COMMITTED), that
-its invocation still runs: a finish that committed first is seen and the emit refused; one that comes
-after waits for the emit and writes its status event after the emit's. So two writers never take one
-``seq``, events commit in ``seq`` order, and nothing follows the event that ends a run.
+An emit (one call of ``ks_emit``, ``sql.events.PG_EMIT``) takes the run's head row first (``FOR UPDATE``),
+the lock a status change's trigger takes too, and only then checks, in a statement of its own (a fresh
+snapshot under READ COMMITTED), that its invocation still runs: a finish that committed first is seen and
+the emit refused; one that comes after waits for the emit and writes its status event after the emit's.
+So two writers never take one ``seq``, events commit in ``seq`` order, and nothing follows the event that
+ends a run. One statement, one round trip.
 
 Following: a trigger notifies channel ``sql.events.NOTIFY_CHANNEL`` with ``RUN_ID SCHEMA`` when events
 commit (a transaction's notifications go out at its commit, never before). Each server process keeps one
@@ -35,19 +36,8 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 
 log = logging.getLogger("keepstate.events")
 
-BUMP_HEAD = (
-    "UPDATE ks_event_heads SET last_seq = last_seq + %s "
-    "WHERE run_id = (SELECT run_id FROM ks_invocations WHERE id = %s AND token_hash = %s) RETURNING run_id, last_seq"
-)
-"""The token's run's head, bumped by the emit's count and so locked: the first of an emit's two statements."""
-INSERT_IF_LIVE = (
-    f"WITH live AS ({pg(sql.LIVE_INVOCATION_RUN)}), "
-    "written AS (INSERT INTO ks_run_events (run_id, seq, type, data, at) SELECT %s, e.seq, e.type, e.data, %s "
-    "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS e(seq, type, data) WHERE EXISTS (SELECT 1 FROM live) "
-    "RETURNING 1) SELECT cancel_requested FROM live"
-)
-"""The second: a fresh snapshot (taken after the head's lock) judges the invocation live and, if it is, writes
-the whole emit; no row when it is not (the caller rolls the bump back). One notification, one round trip."""
+EMIT = "SELECT outcome, last, cancel FROM ks_emit(%s, %s, %s, %s, %s::text[], %s::bytea[])"
+"""``sql.events.PG_EMIT``: a whole emit in one statement."""
 SCHEMA_OF_EVENTS = (
     "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE c.oid = 'ks_run_events'::regclass"
@@ -67,12 +57,14 @@ class PostgresEventLog(RunEventLog):
     async def emit(
         self, invocation_id: str, token_hash: str, events: Sequence[NewEvent], now: int, cap: int
     ) -> Emitted | None:
-        emitted: Emitted | None = None
-        async with db.aconnection(self.pool) as conn, conn.transaction():
-            emitted = await _emit(conn, invocation_id, token_hash, events, now, cap)
-            if emitted is None:
-                raise psycopg.Rollback()  # the head's bump goes too
-        return emitted
+        kinds, data = [kind for kind, _ in events], [item for _, item in events]
+        async with db.aconnection(self.pool) as conn:
+            row = await (await conn.execute(EMIT, (invocation_id, token_hash, now, cap, kinds, data))).fetchone()
+        assert row is not None
+        outcome, last, cancel = row
+        if outcome == "full":
+            check_event_cap(int(last), len(events), cap)  # raises TooLarge
+        return Emitted(int(last), bool(cancel)) if outcome == "ok" else None
 
     async def read(self, run_id: str, after: int, limit: int) -> list[StoredEvent]:
         async with db.aconnection(self.pool) as conn:
@@ -107,26 +99,3 @@ class PostgresEventLog(RunEventLog):
         """A connection of its own (never the pool's: it listens for as long as the server runs)."""
         assert isinstance(self.pool.conninfo, str)  # db.open_async_pool gives it the URL
         return await db.connect_alone(self.pool.conninfo, f"{LISTENER_NAME} {os.getpid()}")
-
-
-async def _emit(
-    conn: psycopg.AsyncConnection[Any],
-    invocation_id: str,
-    token_hash: str,
-    events: Sequence[NewEvent],
-    now: int,
-    cap: int,
-) -> Emitted | None:
-    """The head locked first, then the invocation checked in a fresh statement (see the module): two
-    statements in the caller's transaction."""
-    head = await (await conn.execute(BUMP_HEAD, (len(events), invocation_id, token_hash))).fetchone()
-    if head is None:
-        return None
-    run_id, last = head[0], int(head[1])
-    check_event_cap(last - len(events), len(events), cap)
-    seqs = list(range(last - len(events) + 1, last + 1))
-    kinds, data = [kind for kind, _ in events], [item for _, item in events]
-    live = await (
-        await conn.execute(INSERT_IF_LIVE, (invocation_id, token_hash, now, run_id, now, seqs, kinds, data))
-    ).fetchone()
-    return None if live is None else Emitted(last, bool(live[0]))

@@ -87,6 +87,46 @@ NOTIFY_CHANNEL = "keepstate_run_events"
 """The PostgreSQL channel of new events: its payload is ``RUN_ID SCHEMA`` (several stores may share one
 database, each in its schema; a server listens to its own)."""
 
+PG_EMIT = """
+    CREATE FUNCTION ks_emit(invocation TEXT, token TEXT, now_ms BIGINT, cap BIGINT, kinds TEXT[], items BYTEA[])
+        RETURNS TABLE (outcome TEXT, last BIGINT, cancel BOOLEAN) LANGUAGE plpgsql VOLATILE AS $$
+    DECLARE
+        run TEXT;
+        head BIGINT;
+        asked BOOLEAN;
+        adding INTEGER := cardinality(items);
+    BEGIN
+        SELECT h.run_id, h.last_seq INTO run, head FROM ks_event_heads h
+            JOIN ks_invocations i ON i.run_id = h.run_id WHERE i.id = invocation AND i.token_hash = token
+            FOR UPDATE OF h;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'gone', NULL::BIGINT, NULL::BOOLEAN;
+            RETURN;
+        END IF;
+        IF head + adding > cap THEN
+            RETURN QUERY SELECT 'full', head, NULL::BOOLEAN;
+            RETURN;
+        END IF;
+        SELECT r.cancel_requested INTO asked FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id
+            WHERE i.id = invocation AND i.token_hash = token AND i.status = 'running' AND i.lease_until >= now_ms
+            AND r.status = 'running';
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'gone', NULL::BIGINT, NULL::BOOLEAN;
+            RETURN;
+        END IF;
+        UPDATE ks_event_heads SET last_seq = head + adding WHERE run_id = run;
+        INSERT INTO ks_run_events (run_id, seq, type, data, at)
+            SELECT run, head + e.n, e.kind, e.item, now_ms
+            FROM unnest(kinds, items) WITH ORDINALITY AS e(kind, item, n);
+        RETURN QUERY SELECT 'ok', head + adding, asked;
+    END $$;
+"""
+"""A worker's emit on PostgreSQL, one round trip: the run's head locked first (the lock a status change's
+trigger takes too), then, in a statement of its own (a VOLATILE function's statements each take a fresh
+snapshot under READ COMMITTED), the invocation judged live; only then the head moved and the events written.
+``outcome``: ``ok`` (``last``, ``cancel``), ``full`` (``last``: the events the log holds; nothing written)
+or ``gone`` (not the token's live invocation; nothing written)."""
+
 PG_STEP = (
     """
     CREATE TABLE ks_event_heads (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL);
@@ -138,6 +178,7 @@ PG_STEP = (
     CREATE TRIGGER ks_run_events_notify AFTER INSERT ON ks_run_events REFERENCING NEW TABLE AS added
         FOR EACH STATEMENT EXECUTE FUNCTION ks_run_events_notify();
     """
+    + PG_EMIT
 )
 """Step 8 on PostgreSQL. The status trigger runs after the row's update, which holds the run's row lock;
 the head's upsert takes the head's, which an emit takes first (``postgres/events.py``). The notification
