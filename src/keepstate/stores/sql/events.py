@@ -87,12 +87,29 @@ NOTIFY_CHANNEL = "keepstate_run_events"
 """The PostgreSQL channel of new events: its payload is ``RUN_ID SCHEMA`` (several stores may share one
 database, each in its schema; a server listens to its own)."""
 
+LIVE_INVOCATION_RUN = (
+    "SELECT r.id, r.cancel_requested FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id "
+    "WHERE i.id = ? AND i.token_hash = ? AND i.status = 'running' AND i.lease_until >= ? AND r.status = 'running'"
+)
+"""The run of a live invocation (held by the token, running, its lease not over at ``now``), still running."""
+
+
+def _named(statement: str, *names: str) -> str:
+    """``statement`` with its ``?`` placeholders, in order, replaced by ``names`` (a PL/pgSQL function's
+    arguments), so the function runs the same text as the SQLite path."""
+    for name in names:
+        statement = statement.replace("?", name, 1)
+    assert "?" not in statement
+    return statement
+
+
 PG_EMIT = """
     CREATE FUNCTION ks_emit(invocation TEXT, token TEXT, now_ms BIGINT, cap BIGINT, kinds TEXT[], items BYTEA[])
         RETURNS TABLE (outcome TEXT, last BIGINT, cancel BOOLEAN) LANGUAGE plpgsql VOLATILE AS $$
     DECLARE
         run TEXT;
         head BIGINT;
+        live_run TEXT;
         asked BOOLEAN;
         adding INTEGER := cardinality(items);
     BEGIN
@@ -107,9 +124,7 @@ PG_EMIT = """
             RETURN QUERY SELECT 'full', head, NULL::BOOLEAN;
             RETURN;
         END IF;
-        SELECT r.cancel_requested INTO asked FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id
-            WHERE i.id = invocation AND i.token_hash = token AND i.status = 'running' AND i.lease_until >= now_ms
-            AND r.status = 'running';
+        {LIVE} INTO live_run, asked;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'gone', NULL::BIGINT, NULL::BOOLEAN;
             RETURN;
@@ -120,7 +135,7 @@ PG_EMIT = """
             FROM unnest(kinds, items) WITH ORDINALITY AS e(kind, item, n);
         RETURN QUERY SELECT 'ok', head + adding, asked;
     END $$;
-"""
+""".replace("{LIVE}", _named(LIVE_INVOCATION_RUN, "invocation", "token", "now_ms"))
 """A worker's emit on PostgreSQL, one round trip: the run's head locked first (the lock a status change's
 trigger takes too), then, in a statement of its own (a VOLATILE function's statements each take a fresh
 snapshot under READ COMMITTED), the invocation judged live; only then the head moved and the events written.
@@ -185,11 +200,6 @@ the head's upsert takes the head's, which an emit takes first (``postgres/events
 is sent when the transaction commits, and only then: a listener that wakes reads what it was told of."""
 
 READ = "SELECT seq, type, data, at FROM ks_run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
-LIVE_INVOCATION_RUN = (
-    "SELECT r.id, r.cancel_requested FROM ks_invocations i JOIN ks_runs r ON r.id = i.run_id "
-    "WHERE i.id = ? AND i.token_hash = ? AND i.status = 'running' AND i.lease_until >= ? AND r.status = 'running'"
-)
-"""The run of a live invocation (held by the token, running, its lease not over at ``now``), still running."""
 LAST_SEQ = "SELECT last_seq FROM ks_event_heads WHERE run_id = ?"
 ADD_SEQ = "UPDATE ks_event_heads SET last_seq = last_seq + ? WHERE run_id = ? RETURNING last_seq"
 INSERT_EVENT = "INSERT INTO ks_run_events (run_id, seq, type, data, at) VALUES (?, ?, ?, ?, ?)"
