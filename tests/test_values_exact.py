@@ -277,6 +277,9 @@ def _repeats_a_key(body: bytes) -> bool:
 @example('{"a": [[1]], "b\\u0000": 1}', 2)
 @example('[-9223372036854775808, "9223372036854775808", 1234567890123456789.5]', 2)
 @example("[" * 126 + '{"a": {"a": 0, "a": []}, "a": 0}' + "]" * 126, MAX_DEPTH)  # deep text, a shallow value
+@example("[" + ", ".join(['{"type": "m", "data": {"a": [1]}}'] * 3) + "]", 4)  # many containers, none deep
+@example("[" + "{}," * 6 + "]", 4)  # many containers, not JSON
+@example("[{]" * 3 + "]]]", 2)  # many containers, unbalanced
 def test_parse_answers_as_before(text: str, max_depth: int) -> None:
     _check_parse(text.encode(), max_depth)
 
