@@ -189,6 +189,33 @@ async def test_an_emit_answers_its_last_seq_and_the_cancel_request(repo: Platfor
     assert await repo.events.read("run_none", 0, 10) == []
 
 
+async def test_an_emits_types_and_data_come_back_byte_for_byte(repo: PlatformFacet) -> None:
+    """Whatever a store does to carry an emit's events in one statement (PostgreSQL: array literals)
+    leaves them as they were, one byte or 64 KiB, quotes, backslashes and all; and the facet takes more
+    events than the route allows (its callers' limit), in order."""
+    run, claimed = await running(repo, "ev-bytes")
+    kinds = ["message", "NULL", "", 'a "quoted", {braced} one', "back\\slash\\", "é ü 😀", "x" * 64]
+    data = [
+        b'"NULL"',
+        b"null",
+        b'{"a":"\\"\\\\\\u0000,{}"}',
+        '["é 😀"]'.encode(),
+        b"0",
+        b'"' + b"x" * 65_534 + b'"',
+        b"[]",
+    ]
+    hashed = claimed.invocation.token_hash or ""
+    emitted = await repo.events.emit(claimed.invocation.id, hashed, list(zip(kinds, data, strict=True)), now_ms(), CAP)
+    assert emitted is not None and emitted.seq == 9
+    assert [(e.type, e.data) for e in await repo.events.read(run.id, 2, 10)] == list(zip(kinds, data, strict=True))
+    many = [("message", orjson.dumps(n)) for n in range(250)]
+    emitted = await repo.events.emit(claimed.invocation.id, hashed, many, now_ms(), CAP)
+    assert emitted is not None and emitted.seq == 259
+    assert [(e.seq, e.data) for e in await repo.events.read(run.id, 9, 1000)] == [
+        (10 + n, data) for n, (_, data) in enumerate(many)
+    ]
+
+
 async def test_only_a_live_invocation_emits(repo: PlatformFacet) -> None:
     run, claimed = await running(repo, "ev-dead")
     inv, hashed = claimed.invocation.id, claimed.invocation.token_hash or ""

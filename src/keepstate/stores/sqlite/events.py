@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from ...errors import Unavailable
+from ...protocol import MAX_EMIT_EVENTS
 from ..base import EventSink, RunEventLog
 from ..records import Emitted, NewEvent, StoredEvent, check_event_cap
 from ..sql import events as sql
@@ -53,8 +54,9 @@ class SqliteEventLog(RunEventLog):
             last = conn.execute(sql.LAST_SEQ, (run_id,)).fetchone()[0]
             check_event_cap(last, len(events), cap)
             conn.execute(sql.ADD_SEQ, (len(events), run_id)).fetchone()
-            rows = [(run_id, last + n, kind, data, now) for n, (kind, data) in enumerate(events, 1)]
-            conn.executemany(sql.INSERT_EVENT, rows)
+            for start in range(0, len(events), MAX_EMIT_EVENTS):  # an emit's events in one statement
+                part = events[start : start + MAX_EMIT_EVENTS]
+                conn.execute(sql.insert_events(len(part)), sql.insert_params(run_id, last + start, now, part))
             return Emitted(last + len(events), bool(cancel))
 
         return await self.db.awrite(write)
