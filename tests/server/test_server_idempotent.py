@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -224,13 +225,15 @@ def test_a_finished_invocations_repeat_is_answered_though_its_token_no_longer_wr
     api.start(agent)
     inv = api.claim(agent)
     headers = keyed(token(inv["token"]), fresh())
-    first = api.http.post(f"/v0/invocations/{inv['id']}/fail", json={"error": {"type": "E", "message": "no"}}, headers=headers)
+    path = f"/v0/invocations/{inv['id']}/fail"
+    failure = {"error": {"type": "E", "message": "no"}}
+    first = api.http.post(path, json=failure, headers=headers)
     assert first.status_code == 200, first.text
-    unkeyed = api.http.post(f"/v0/invocations/{inv['id']}/fail", json={"error": {"type": "E", "message": "no"}}, headers=token(inv["token"]))
+    unkeyed = api.http.post(path, json=failure, headers=token(inv["token"]))
     error_of(unkeyed, 401, "unauthorized")
-    again = api.http.post(f"/v0/invocations/{inv['id']}/fail", json={"error": {"type": "E", "message": "no"}}, headers=headers)
+    again = api.http.post(path, json=failure, headers=headers)
     assert again.headers.get(REPLAYED) == "true" and again.json() == first.json()
-    other = api.http.post(f"/v0/invocations/{inv['id']}/fail", json={"error": {"type": "E", "message": "other"}}, headers=headers)
+    other = api.http.post(path, json={"error": {"type": "E", "message": "other"}}, headers=headers)
     error_of(other, 422, "idempotency_mismatch")
 
 
@@ -262,11 +265,14 @@ def test_repeats_racing_the_first_write_apply_it_once(api: Api) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_servers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     admin = f"ks_test_{secrets.token_urlsafe(24)}"
-    with fresh_url("postgres", tmp_path_factory.mktemp("two")) as url:
-        with running_server(url, admin) as a, running_server(url, admin) as b:
-            yield [a.url, b.url, admin]
+    with (
+        fresh_url("postgres", tmp_path_factory.mktemp("two")) as url,
+        running_server(url, admin) as a,
+        running_server(url, admin) as b,
+    ):
+        yield [a.url, b.url, admin]
 
 
 def test_a_repeat_sent_to_another_server_applies_the_write_once(two_servers: list[str]) -> None:
@@ -279,13 +285,14 @@ def test_a_repeat_sent_to_another_server_applies_the_write_once(two_servers: lis
         for n in range(5):
             headers = keyed(member, fresh())
             clients = [a, b, b, a, b, a]
-            answers = race_each([lambda c=c: c.post(path, json={"items": [n]}, headers=headers) for c in clients])
+            sends = [partial(c.post, path, json={"items": [n]}, headers=headers) for c in clients]
+            answers = race_each(sends)
             assert len({(x.status_code, x.content) for x in answers}) == 1, [x.text for x in answers]
         history = a.get(f"/v0/sessions/{session}/state/chat/history", headers=member).json()["value"]
         assert history == [0, 1, 2, 3, 4]
 
 
-def race_each(sends: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
+def race_each(sends: Sequence[Callable[[], httpx.Response]]) -> list[httpx.Response]:
     barrier = threading.Barrier(len(sends))
 
     def one(send: Callable[[], httpx.Response]) -> httpx.Response:
