@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -21,6 +22,7 @@ import pytest
 from server_helpers import Api, bearer, error_of, token
 
 from backends import declaring, fresh_url
+from cliproc import run_cli
 from serverproc import ServerInfo, running_server
 
 HEADER = "Idempotency-Key"
@@ -367,3 +369,60 @@ def test_a_repeat_waits_for_the_first_write_then_gives_up_in_flight(tmp_path: Pa
         assert ran.status_code == 200 and REPLAYED not in ran.headers, ran.text
         assert api.http.get(f"{state(api, session)}/log", headers=member).json()["value"] == [1]
         api.close()
+
+
+# -- kept a day, then forgotten -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", declaring("platform", "shared"))
+def test_answers_older_than_a_day_are_forgotten_and_their_keys_write_again(backend: str, tmp_path: Path) -> None:
+    """``keepstate purge`` forgets one aged answer while no server runs; a server started next forgets
+    another in its first sweep; both keys then write again, a key kept less than a day still replays."""
+    admin = f"ks_test_{secrets.token_urlsafe(24)}"
+    with fresh_url(backend, tmp_path) as url:
+        with running_server(url, admin) as info:
+            api = Api(info)
+            session = api.session()
+            path = f"{state(api, session)}/log/append"
+            for key in ("k-cli", "k-sweep", "k-new"):
+                api.http.post(path, json={"items": [key]}, headers=keyed(api.member, key)).raise_for_status()
+            api.close()
+        age_answer(url, "k-cli", 25 * 3600 * 1000)
+        dry = run_cli("purge", "--store", url, "--older-than", "30", "--dry-run")
+        assert "would purge 1 answer(s) of idempotent writes kept more than 24 hours" in dry.stdout, dry.stderr
+        done = run_cli("purge", "--store", url, "--older-than", "30")
+        assert "purged 1 answer(s) of idempotent writes kept more than 24 hours" in done.stdout, done.stderr
+        age_answer(url, "k-sweep", 25 * 3600 * 1000)
+
+        with running_server(url, admin) as info, httpx.Client(base_url=info.url, timeout=60) as http:
+            wait_for_metric(http, "keepstate_sweep_answers_forgotten_total", 1.0)
+            for key in ("k-cli", "k-sweep", "k-new"):
+                http.post(path, json={"items": [key]}, headers=keyed(api.member, key)).raise_for_status()
+            log = http.get(f"{state(api, session)}/log", headers=api.member).json()["value"]
+    assert log == ["k-cli", "k-sweep", "k-new", "k-cli", "k-sweep"]
+
+
+def wait_for_metric(http: httpx.Client, name: str, expected: float) -> None:
+    """Until the server's ``/metrics`` show ``name`` at ``expected`` (a hang guard, not a timing)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for line in http.get("/metrics").text.splitlines():
+            if line.startswith(name + " ") and float(line.split()[1]) == expected:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{name} never reached {expected}")
+
+
+def age_answer(url: str, key: str, by_ms: int) -> None:
+    """Move a kept answer ``by_ms`` into the past, as if it were kept then."""
+    statement = "UPDATE ks_remembered SET created_at = created_at - {} WHERE key = {}"
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            assert conn.execute(statement.format("?", "?"), (by_ms, key)).rowcount == 1
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(statement.format("%s", "%s"), (by_ms, key)).rowcount == 1

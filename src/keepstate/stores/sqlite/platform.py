@@ -308,6 +308,9 @@ class SqlitePlatform(PlatformFacet):
         return await self._read(lambda conn: remembering.recall(conn, caller, key))
 
     async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        found = await self.recall(memo.caller, memo.key)  # the write checks again, in its transaction
+        if found is not None:
+            return found
         armed = Armed(memo)
         token = ARMED.set(armed)
         try:
