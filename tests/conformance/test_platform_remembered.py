@@ -35,7 +35,7 @@ async def test_work_runs_once_per_key_and_its_answer_is_kept(platform: Platform,
     first = await repo.remember(memo("k1"), append)
     again = await repo.remember(memo("k1"), append)
 
-    assert tuple(first) == (1, 1) and runs == 1
+    assert not isinstance(first, Remembered) and tuple(first) == (1, 1) and runs == 1
     assert again == Remembered(b"p1", Answer(200, b'{"length":1}'))
     assert await repo.recall("key:test", "k1") == again
     assert await repo.recall("key:other", "k1") is None
