@@ -74,11 +74,12 @@ def test_async_writes_with_a_key_are_applied_once(store: keepstate.Store) -> Non
 def test_a_key_used_again_for_another_write_is_refused(store: keepstate.Store) -> None:
     scope = store.scope("session", agent="chat", id="s-3")
     scope.append("log", [1], idempotency_key="k-1")
-    for other in (
+    others: list[Callable[[], Any]] = [
         lambda: scope.append("log", [2], idempotency_key="k-1"),
         lambda: scope.append("other", [1], idempotency_key="k-1"),
         lambda: store.scope("session", agent="chat", id="s-4").append("log", [1], idempotency_key="k-1"),
-    ):
+    ]
+    for other in others:
         with pytest.raises(IdempotencyMismatch):
             other()
     assert scope.get("log") == [1] and scope.get("other") is None
