@@ -85,20 +85,10 @@ def _same(found: Remembered, print_: bytes) -> Answer:
     return found.answer
 
 
-async def replay_if_known(repo: PlatformFacet, caller: str | None, key: str | None, print_: bytes) -> None:
-    """Raise ``Replayed`` (or the mismatch) when the key already answered."""
-    if caller is None or key is None:
-        return
-    found = await repo.recall(caller, key)
-    if found is not None:
-        raise Replayed(_same(found, print_))
-
-
 async def answer_once(
     repo: PlatformFacet, caller: str, key: str, print_: bytes, work: Callable[[], Awaitable[T]], render: Render
 ) -> Answer:
     """The write's answer, from running it once with its answer kept; ``Replayed`` when the key had one."""
-    await replay_if_known(repo, caller, key, print_)
     memo = Memo(caller, key, print_, render)
     try:
         result = await repo.remember(memo, work)

@@ -9,6 +9,7 @@ savepoints. Waiting is bounded by ``lock_timeout``: ``IdempotencyInFlight`` afte
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -23,11 +24,16 @@ from .db import HELD, aconnection
 from .platform_sql import pg
 
 T = TypeVar("T")
-RECALL, KEEP, CLAIM, SETTLE, PURGE, COUNT_OLD = (
-    pg(text) for text in (sql.RECALL, sql.KEEP, sql.CLAIM, sql.SETTLE, sql.PURGE, sql.COUNT_OLD)
+RECALL, KEEP, SETTLE, PURGE, COUNT_OLD = (
+    pg(text) for text in (sql.RECALL, sql.KEEP, sql.SETTLE, sql.PURGE, sql.COUNT_OLD)
 )
-WAIT_AT_MOST = f"SET LOCAL lock_timeout = '{int(IN_FLIGHT_S * 1000)}ms'"
-WAIT_AS_USUAL = "SET LOCAL lock_timeout = DEFAULT"
+CLAIM = (
+    # lock_timeout bounds the wait on another transaction's claim of the key, then is set back as it was
+    "WITH wait AS MATERIALIZED (SELECT current_setting('lock_timeout') AS usual, "
+    f"set_config('lock_timeout', '{int(IN_FLIGHT_S * 1000)}', true)) "
+    "INSERT INTO ks_remembered (caller, key, fingerprint, created_at) SELECT %s, %s, %s, %s FROM wait "
+    "ON CONFLICT (caller, key) DO NOTHING RETURNING (SELECT set_config('lock_timeout', usual, true) FROM wait)"
+)
 
 
 async def recall(conn: psycopg.AsyncConnection[Any], caller: str, key: str) -> Remembered | None:
@@ -38,29 +44,45 @@ async def recall(conn: psycopg.AsyncConnection[Any], caller: str, key: str) -> R
 async def remember(
     pool: psycopg_pool.AsyncConnectionPool, memo: Memo, work: Callable[[], Awaitable[T]]
 ) -> T | Remembered:
-    async with aconnection(pool) as conn, conn.transaction():
+    """Three round trips where the write alone takes one: ``BEGIN`` and the claim pipelined, the write,
+    then the answer and ``COMMIT`` pipelined."""
+    async with aconnection(pool) as conn:
         try:
-            await conn.execute(WAIT_AT_MOST)
-            claimed = await (await conn.execute(CLAIM, (memo.caller, memo.key, memo.fingerprint, now_ms()))).fetchone()
+            async with conn.pipeline():
+                await conn.execute("BEGIN")
+                claim = await conn.execute(CLAIM, (memo.caller, memo.key, memo.fingerprint, now_ms()))
+            if await claim.fetchone() is None:
+                found = await recall(conn, memo.caller, memo.key)
+                await conn.execute("ROLLBACK")
+                assert found is not None, "a claim is only seen once its write committed its answer"
+                return found
+            token = HELD.set((pool, conn))
+            try:
+                result = await work()
+            finally:
+                HELD.reset(token)
+            answer = memo.render(result)
+            if answer is None:
+                raise AssertionError("an idempotent write returned without an answer")
+            async with conn.pipeline():
+                await conn.execute(SETTLE, (answer.status, answer.body, memo.caller, memo.key))
+                await conn.execute("COMMIT")
+            return result
         except psycopg.errors.LockNotAvailable:
+            await _roll_back(conn)
             raise IdempotencyInFlight(
                 f"a write with idempotency key {memo.key!r} is still being applied: try again later"
             ) from None
-        if claimed is None:
-            found = await recall(conn, memo.caller, memo.key)
-            assert found is not None, "a claim is only seen once its write committed its answer"
-            return found
-        await conn.execute(WAIT_AS_USUAL)
-        token = HELD.set((pool, conn))
-        try:
-            result = await work()
-        finally:
-            HELD.reset(token)
-        answer = memo.render(result)
-        if answer is None:
-            raise AssertionError("an idempotent write returned without an answer")
-        await conn.execute(SETTLE, (answer.status, answer.body, memo.caller, memo.key))
-        return result
+        except BaseException:
+            await _roll_back(conn)
+            raise
+
+
+async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
+    """End the write's transaction, whatever state it is in (the connection then goes back to the pool)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
+        with contextlib.suppress(psycopg.Error):
+            await conn.execute("ROLLBACK")
 
 
 async def keep(pool: psycopg_pool.AsyncConnectionPool, memo: Memo, answer: Answer, now: int) -> None:
