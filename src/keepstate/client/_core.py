@@ -10,7 +10,7 @@ always retried; a 502/503/504 or a lost answer is retried only when repeating th
 anything twice — GETs, writes to the routes that take an ``Idempotency-Key`` (``Call.write``: the
 key is made once with the call and sent on every attempt, so the server applies it once and
 answers a repeat with the first answer), session creation with an explicit id, and a heartbeat
-(fenced by its run token). A 503 waits for its ``Retry-After``; a 409 ``idempotency_in_flight``
+(it only renews a lease). A 503 waits for its ``Retry-After``; a 409 ``idempotency_in_flight``
 (the first attempt is still being applied) is waited out with the backoff.
 """
 
