@@ -14,8 +14,6 @@ RUN_TOKEN_HEADER = "x-agentos-run-token"
 """The header carrying a run token (the seed's name, so seed agents work unchanged)."""
 IDEMPOTENCY_KEY_HEADER = "idempotency-key"
 """The header of a write's idempotency key: a repeat with the same key gets the first answer again."""
-IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
-"""The 409's code when a repeat arrives while the write with its key is still being applied."""
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

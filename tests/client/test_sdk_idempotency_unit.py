@@ -173,7 +173,7 @@ def test_a_refusal_is_the_answer_not_a_loss(code: int, error: str) -> None:
     client = Client("http://ks.test", key="k", transport=httpx.MockTransport(script))
     with client, pytest.raises(keepstate.KeepstateError) as caught:
         client.runs.decide("r1", approved=True)
-    assert caught.value.status == code  # its class is errors.py's (idempotency_mismatch: the server's to add)
+    assert (caught.value.status, caught.value.code) == (code, error)
     assert len(script.requests) == 1
 
 

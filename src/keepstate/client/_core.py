@@ -28,8 +28,8 @@ import httpx
 import orjson
 
 from .. import values
-from ..errors import KeepstateError, Unavailable, from_wire
-from ..protocol import IDEMPOTENCY_IN_FLIGHT, IDEMPOTENCY_KEY_HEADER, RUN_TOKEN_HEADER
+from ..errors import IdempotencyInFlight, KeepstateError, Unavailable, from_wire
+from ..protocol import IDEMPOTENCY_KEY_HEADER, RUN_TOKEN_HEADER
 
 T = TypeVar("T")
 
@@ -254,7 +254,7 @@ def retry_after_status(call: Call[Any], attempt: int, response: httpx.Response, 
 def _in_flight(content: bytes) -> bool:
     """A 409 saying the first attempt with this key is still being applied: its answer will come."""
     answer = decode(content)
-    return isinstance(answer, dict) and answer.get("error") == IDEMPOTENCY_IN_FLIGHT
+    return isinstance(answer, dict) and answer.get("error") == IdempotencyInFlight.code
 
 
 def _parse_retry_after(header: str | None) -> float | None:
