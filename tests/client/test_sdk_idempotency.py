@@ -23,6 +23,7 @@ from sdk_helpers import Keys
 
 from backends import fresh_url
 from keepstate.client import AsyncClient, AsyncInvocation, AsyncWorker, Client, Invocation, Run, Worker
+from keepstate.errors import IdempotencyMismatch
 from keepstate.scope import Scope
 from serverproc import ServerInfo, running_server
 
@@ -184,6 +185,21 @@ def test_a_write_whose_answer_never_came_within_the_timeout_lands_once(
     assert_retried_with_one_key(proxy, "POST", "/log/append")
     with straight(sdk_server, agent_name) as scope:
         assert scope.tail("log", 10) == ["once"]
+
+
+def test_a_write_repeated_with_the_callers_own_key_by_another_client_lands_once(
+    sdk_server: ServerInfo, agent_name: str
+) -> None:
+    """``idempotency_key=`` is the header itself: a process that restarted after a write it never saw
+    answered repeats it with the same key and gets the first answer; another write under it is refused."""
+    answers = []
+    for _ in range(2):
+        with straight(sdk_server, agent_name) as scope:
+            answers.append(scope.append("log", ["a"], idempotency_key="order-42"))
+    with straight(sdk_server, agent_name) as scope:
+        with pytest.raises(IdempotencyMismatch):
+            scope.append("log", ["b"], idempotency_key="order-42")
+        assert (answers, scope.tail("log", 10)) == ([(1, 1), (1, 1)], ["a"])
 
 
 # -- runs: start and cancel ------------------------------------------------------------------------

@@ -200,3 +200,14 @@ async def test_the_async_face_repeats_the_same_key() -> None:
         assert await client.state.agent("chat").incr("n") == 2
     keys = script.keys()
     assert len(keys) == 3 and keys[0] is not None and len(set(keys)) == 1
+
+
+def test_a_callers_own_idempotency_key_is_the_header_on_every_attempt() -> None:
+    script = Script(lose_with(httpx.RemoteProtocolError), ok({"version": 1, "length": 1}), ok({"version": 2}))
+    with Client("http://ks.test", key="k", transport=httpx.MockTransport(script)) as client:
+        scope = client.state.agent("chat")
+        scope.append("log", [1], idempotency_key="order-42")
+        scope.put("k", 1)
+    mine, again, fresh = script.keys()
+    assert mine == again == "order-42"
+    assert fresh is not None and fresh != "order-42"

@@ -10,6 +10,7 @@ item and answers it, however many attempts reach the server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -175,11 +176,15 @@ def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl
 
 
 def write(target: StateTarget, op: Op[T]) -> Call[T]:
-    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``)."""
+    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``).
+    Its ``Idempotency-Key`` is the op's own when the caller gave one (``idempotency_key=``, to repeat a
+    write across calls or processes), else the fresh one of its ``Call.write``."""
     make = _WRITES.get(op.kind)
     if make is None:
         raise ops.unknown(op.kind)
     call: Call[T] = make(target, op)
+    if op.idempotency_key is not None:
+        call = dataclasses.replace(call, idempotency_key=op.idempotency_key)
     return call
 
 
