@@ -142,7 +142,7 @@ export function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 }
 
-export interface Answer {
+interface Answer {
   status: number;
   text: string;
   retryAfter: string | null;
@@ -249,7 +249,7 @@ function isNeverSent(error: Error): boolean {
 }
 
 /** Seconds to wait before sending `call` again after `answer`, or undefined to take it as the answer. */
-export function waitBeforeRepeating(call: Call<unknown>, answer: Answer, attempt: number): number | undefined {
+function waitBeforeRepeating(call: Call<unknown>, answer: Answer, attempt: number): number | undefined {
   if (!repeatable(call)) return undefined;
   if (RETRY_STATUSES.has(answer.status)) return retryDelay(answer.retryAfter) ?? backoff(attempt);
   const inFlight = answer.status === 409 && (decode(answer.text) as { error?: unknown } | null)?.error === IN_FLIGHT;
