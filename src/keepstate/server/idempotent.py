@@ -25,13 +25,14 @@ from ..clock import now_ms
 from ..errors import IdempotencyInFlight, IdempotencyMismatch, InvalidRequest, KeepstateError
 from ..platform import auth
 from ..platform.models import Caller
+from ..protocol import IDEMPOTENCY_KEY_HEADER
 from ..stores.base import PlatformFacet
 from ..stores.remembered import Answer, Memo, Remembered
 from ..values import is_key
 from .http import JSON, read_body
 
 T = TypeVar("T")
-HEADER = "idempotency-key"
+HEADER = IDEMPOTENCY_KEY_HEADER
 REPLAYED = "Idempotent-Replayed"
 
 Render = Callable[[Any], Answer | None]
