@@ -56,6 +56,8 @@ PUBLIC = {
     "LeaseLost",
     "SessionLocked",
     "InterruptedExecution",
+    "IdempotencyInFlight",
+    "IdempotencyMismatch",
 }
 
 

@@ -16,6 +16,8 @@ from .client import (
 from .embedded import Store, open
 from .errors import (
     Forbidden,
+    IdempotencyInFlight,
+    IdempotencyMismatch,
     InterruptedExecution,
     InvalidKey,
     InvalidRequest,
@@ -55,6 +57,8 @@ __all__ = [
     "EventPage",
     "Forbidden",
     "Hit",
+    "IdempotencyInFlight",
+    "IdempotencyMismatch",
     "InterruptedExecution",
     "InvalidKey",
     "InvalidRequest",

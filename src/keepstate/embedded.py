@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from . import values, writes
+from . import once, values, writes
 from .batch import Planned
 from .clock import now_ms
 from .embedders import Embedder, load_embedder
@@ -63,6 +63,8 @@ class StoreOps:
         return None if entry is None else entry.expires_at
 
     def write(self, op: Op[T]) -> T:
+        if op.idempotency_key is not None:  # on the store's loop thread: the atomic step is async
+            return self.store._portal_thread().run(self.store.write_once(self.ns, op))
         answer = writes.facet_write(self.backend, self.ns, op)  # an unknown kind is refused here
         result: T = writes.ANSWERS[op.kind](answer)
         return result
@@ -104,6 +106,8 @@ class AsyncStoreOps:
         return None if entry is None else entry.expires_at
 
     async def write(self, op: Op[T]) -> T:
+        if op.idempotency_key is not None:
+            return await self.store.write_once(self.ns, op)
         facet = await self.store.async_state()
         answer = await writes.facet_write(facet, self.ns, op)  # an unknown kind is refused here
         result: T = writes.ANSWERS[op.kind](answer)
@@ -276,6 +280,10 @@ class Store:
                 self._portal = EventLoopThread()
                 self._portal_end = weakref.finalize(self, self._portal.stop)
             return self._portal
+
+    async def write_once(self, ns: str, op: Op[T]) -> T:
+        """A write with an ``idempotency_key``, on the running loop (``once.py``)."""
+        return await once.write_once(await self._loop_database(), ns, op)
 
     async def async_state(self) -> StateFacet:
         """The async state facet for the running event loop; ``StoreClosed`` once the store is closed."""

@@ -14,7 +14,8 @@ does not care whether it talked to an embedded store or a server.
     ├── TooLarge (413 too_large)              ├── NotHeld (409 not_held)
     ├── Unavailable (503 unavailable)         ├── LeaseLost (409 lease_lost)
     ├── SessionLocked (409 session_locked)    ├── InterruptedExecution (409 interrupted_execution)
-    └── StoreClosed (503 store_closed)        └── NoEmbedder (409 no_embedder)
+    ├── StoreClosed (503 store_closed)        ├── NoEmbedder (409 no_embedder)
+    └── IdempotencyMismatch (422 ...)         └── IdempotencyInFlight (409 idempotency_in_flight)
 
 Driver exceptions (sqlite3, psycopg, redis) are translated at the backend boundary and
 never reach a caller.
@@ -141,6 +142,20 @@ class InterruptedExecution(KeepstateError):
     effect: Any
 
 
+class IdempotencyInFlight(KeepstateError):
+    """A write repeated with its ``Idempotency-Key`` while the first is still being applied, for longer
+    than a repeat waits for it (10 s): nothing was written by the repeat; try again later."""
+
+    code, status = "idempotency_in_flight", 409
+
+
+class IdempotencyMismatch(KeepstateError):
+    """An ``Idempotency-Key`` used again with another route or body: nothing was written. A key names
+    one write; a new write needs a new key."""
+
+    code, status = "idempotency_mismatch", 422
+
+
 class TooLarge(KeepstateError):
     code, status = "too_large", 413
 
@@ -177,6 +192,8 @@ ERRORS: dict[str, type[KeepstateError]] = {
         Forbidden,
         NotFound,
         VersionConflict,
+        IdempotencyInFlight,
+        IdempotencyMismatch,
         NotAList,
         NoSession,
         NoUser,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import InvalidRequest
+from .values import check_key
 
 if TYPE_CHECKING:
     from .scope import Appended
@@ -31,12 +32,20 @@ class Op(Generic[T]):
     ``arg`` is the write's own argument: the value (``put``), the items (``append``), the step
     (``incr``), the merge patch (``patch``), how many items remain (``trim``); None otherwise."""
 
-    __slots__ = ("arg", "if_version", "key", "kind", "ttl_ms")
+    __slots__ = ("arg", "idempotency_key", "if_version", "key", "kind", "ttl_ms")
 
     def __init__(
         self, kind: str, key: str, arg: Any = None, if_version: int | None = None, ttl_ms: int | None = None
     ) -> None:
         self.kind, self.key, self.arg, self.if_version, self.ttl_ms = kind, key, arg, if_version, ttl_ms
+        self.idempotency_key: str | None = None
+        """Apply this write once per key: a repeat answers the first answer (``Scope``'s ``idempotency_key=``)."""
+
+    def keyed(self, idempotency_key: str | None) -> Op[T]:
+        """This op with its idempotency key (checked: the key charset), or as it is for None."""
+        if idempotency_key is not None:
+            self.idempotency_key = check_key(idempotency_key, "idempotency_key")
+        return self
 
     def __repr__(self) -> str:
         return f"Op({self.kind!r}, {self.key!r}, if_version={self.if_version}, ttl_ms={self.ttl_ms})"

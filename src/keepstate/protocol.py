@@ -12,6 +12,8 @@ from .errors import InvalidRequest
 
 RUN_TOKEN_HEADER = "x-agentos-run-token"
 """The header carrying a run token (the seed's name, so seed agents work unchanged)."""
+IDEMPOTENCY_KEY_HEADER = "idempotency-key"
+"""The header of a write's idempotency key: a repeat with the same key gets the first answer again."""
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

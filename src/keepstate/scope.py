@@ -104,17 +104,29 @@ class Scope:
         """When the key expires (ms since the epoch); None when it never does or is absent."""
         return self._ops.expires_at(key)
 
-    def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+    def put(
+        self,
+        key: str,
+        value: Any,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
         """Write; return the new version. ``if_version=0``: only if absent. ``ttl_seconds``: expire then
-        (without it, any expiry is cleared). Raises VersionConflict."""
-        return self._ops.write(ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
+        (without it, any expiry is cleared). Raises VersionConflict. ``idempotency_key`` (every write
+        takes one): apply this write once; a repeat with the key returns the first answer, writing nothing."""
+        op = ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(op.keyed(idempotency_key))
 
-    def delete(self, key: str, if_version: int | None = None) -> None:
-        self._ops.write(ops.delete(key, check_if_version(if_version)))
+    def delete(self, key: str, if_version: int | None = None, *, idempotency_key: str | None = None) -> None:
+        self._ops.write(ops.delete(key, check_if_version(if_version)).keyed(idempotency_key))
 
-    def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
+    def append(
+        self, key: str, items: list[Any], ttl_seconds: float | None = None, *, idempotency_key: str | None = None
+    ) -> Appended:
         """Add ``items`` atomically at the end of the list, creating it if needed."""
-        return self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)))
+        return self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)).keyed(idempotency_key))
 
     def update(self, key: str, fn: Callable[[Any], Any], default: Any = None) -> Any:
         """Compare-and-set loop: read, apply ``fn`` (may run more than once), write if unchanged."""
@@ -145,29 +157,46 @@ class Scope:
         return self._ops.items(key, *protocol.check_range(start, limit))
 
     def trim(
-        self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
+        self,
+        key: str,
+        keep_last: int,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> Appended:
         """Drop the oldest items so that at most ``keep_last`` remain (a write)."""
-        return self._ops.write(
-            ops.trim(
-                key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
-            )
-        )
+        return self._ops.write(_trim(key, keep_last, if_version, ttl_seconds).keyed(idempotency_key))
 
-    def pop(self, key: str, if_version: int | None = None) -> Any:
+    def pop(self, key: str, if_version: int | None = None, *, idempotency_key: str | None = None) -> Any:
         """Remove and return the last item; None when the key is absent or the list empty."""
-        return self._ops.write(ops.pop(key, check_if_version(if_version)))
+        return self._ops.write(ops.pop(key, check_if_version(if_version)).keyed(idempotency_key))
 
-    def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
+    def incr(
+        self,
+        key: str,
+        by: int = 1,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
         """Add ``by`` in the store (an absent key counts from 0); the new integer. Raises NotAnInteger,
         and InvalidValue when the result leaves signed 64-bit."""
-        return self._ops.write(
-            ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
-        )
+        return self._ops.write(_incr(key, by, if_version, ttl_seconds).keyed(idempotency_key))
 
-    def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
+    def patch(
+        self,
+        key: str,
+        patch: Any,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Any:
         """Apply a JSON Merge Patch (RFC 7396) in the store (an absent key is ``{}``); the new value."""
-        return self._ops.write(ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
+        op = ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return self._ops.write(op.keyed(idempotency_key))
 
     def batch(self) -> Batch:
         """``with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""
@@ -192,14 +221,25 @@ class AsyncScope:
     async def expires_at(self, key: str) -> int | None:
         return await self._ops.expires_at(key)
 
-    async def put(self, key: str, value: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
-        return await self._ops.write(ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
+    async def put(
+        self,
+        key: str,
+        value: Any,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
+        op = ops.put(key, value, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return await self._ops.write(op.keyed(idempotency_key))
 
-    async def delete(self, key: str, if_version: int | None = None) -> None:
-        await self._ops.write(ops.delete(key, check_if_version(if_version)))
+    async def delete(self, key: str, if_version: int | None = None, *, idempotency_key: str | None = None) -> None:
+        await self._ops.write(ops.delete(key, check_if_version(if_version)).keyed(idempotency_key))
 
-    async def append(self, key: str, items: list[Any], ttl_seconds: float | None = None) -> Appended:
-        return await self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)))
+    async def append(
+        self, key: str, items: list[Any], ttl_seconds: float | None = None, *, idempotency_key: str | None = None
+    ) -> Appended:
+        return await self._ops.write(ops.append(key, items, protocol.ttl_ms(ttl_seconds)).keyed(idempotency_key))
 
     async def update(self, key: str, fn: Callable[[Any], Any | Awaitable[Any]], default: Any = None) -> Any:
         for attempt in range(UPDATE_TRIES):
@@ -229,30 +269,57 @@ class AsyncScope:
         return await self._ops.items(key, *protocol.check_range(start, limit))
 
     async def trim(
-        self, key: str, keep_last: int, if_version: int | None = None, ttl_seconds: float | None = None
+        self,
+        key: str,
+        keep_last: int,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> Appended:
-        return await self._ops.write(
-            ops.trim(
-                key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
-            )
-        )
+        return await self._ops.write(_trim(key, keep_last, if_version, ttl_seconds).keyed(idempotency_key))
 
-    async def pop(self, key: str, if_version: int | None = None) -> Any:
-        return await self._ops.write(ops.pop(key, check_if_version(if_version)))
+    async def pop(self, key: str, if_version: int | None = None, *, idempotency_key: str | None = None) -> Any:
+        return await self._ops.write(ops.pop(key, check_if_version(if_version)).keyed(idempotency_key))
 
-    async def incr(self, key: str, by: int = 1, if_version: int | None = None, ttl_seconds: float | None = None) -> int:
-        return await self._ops.write(
-            ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
-        )
+    async def incr(
+        self,
+        key: str,
+        by: int = 1,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> int:
+        return await self._ops.write(_incr(key, by, if_version, ttl_seconds).keyed(idempotency_key))
 
-    async def patch(self, key: str, patch: Any, if_version: int | None = None, ttl_seconds: float | None = None) -> Any:
-        return await self._ops.write(ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds)))
+    async def patch(
+        self,
+        key: str,
+        patch: Any,
+        if_version: int | None = None,
+        ttl_seconds: float | None = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        op = ops.patch(key, patch, check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
+        return await self._ops.write(op.keyed(idempotency_key))
 
     def batch(self) -> AsyncBatch:
         """``async with scope.batch() as b:`` queue writes here (and on ``b.on(other)``); applied together."""
         from .batch import AsyncBatch
 
         return AsyncBatch(self._ops)
+
+
+def _trim(key: str, keep_last: int, if_version: int | None, ttl_seconds: float | None) -> Op[Appended]:
+    return ops.trim(
+        key, protocol.check_keep_last(keep_last), check_if_version(if_version), protocol.ttl_ms(ttl_seconds)
+    )
+
+
+def _incr(key: str, by: int, if_version: int | None, ttl_seconds: float | None) -> Op[int]:
+    return ops.incr(key, protocol.check_by(by), check_if_version(if_version), protocol.ttl_ms(ttl_seconds))
 
 
 def scope_namespace(kind: str, agent: str, id: str | None, env: str = "default") -> str:

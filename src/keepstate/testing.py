@@ -25,18 +25,20 @@ from typing import Any, NoReturn, TypeVar, cast
 
 from .batch import Planned
 from .client import calls
+from .client.calls import Multitask
 from .client.invocation import AsyncInvocation, AsyncState, EventItem, HoldRequested, Invocation, State
 from .client.records import Claim, Emitted, Run, RunEvent
 from .clock import now_ms
 from .embedded import Store, StoreOps
 from .embedded import open as open_store
-from .errors import KeepstateError, NoSession, NoUser, TooLarge
+from .errors import InvalidRequest, KeepstateError, NoSession, NoUser, TooLarge
 from .event_rules import check_events
 from .memory import AsyncMemory, InlineAsyncMemoryOps, Memory, StoreMemoryOps
 from .memory_rules import View, space_of
 from .ops import Op
 from .protocol import MAX_RUN_EVENTS
 from .scope import AsyncScope, Items, Page, Scope, ScopeOps, Versioned, scope_namespace
+from .stores.records import MULTITASK
 
 __all__ = ["Held", "Recorder", "arun_agent", "run_agent"]
 
@@ -79,7 +81,11 @@ class Recorder:
             self.events.append(RunEvent(len(self.events) + 1, kind, item["data"], at))
         return Emitted(len(self.events), False)
 
-    def start(self, parent: Claim, agent: str, input: Any, session_id: str | None) -> Run:
+    def start(self, parent: Claim, agent: str, input: Any, session_id: str | None, multitask: str | None = None) -> Run:
+        """A child run, recorded (``multitask`` is checked as the server would, and otherwise unused here:
+        nothing runs in a test)."""
+        if multitask not in (None, *MULTITASK):
+            raise InvalidRequest(f"multitask must be one of {', '.join(MULTITASK)}")
         run = Run(
             id=f"run-{uuid.uuid4().hex[:12]}",
             agent=agent,
@@ -233,7 +239,7 @@ def run_agent(
         inv = Invocation(
             claim,
             state,
-            lambda a, i, s: recorder.start(claim, a, i, s),
+            lambda a, i, s, m: recorder.start(claim, a, i, s, m),
             Memory(_memory_ops(opened, claim)),
             recorder.emit,
         )
@@ -264,8 +270,8 @@ async def arun_agent(
     recorder = children if children is not None else Recorder()
     opened, owned = _open(store)
 
-    async def start(a: str, i: Any, s: str | None) -> Run:
-        return recorder.start(claim, a, i, s)
+    async def start(a: str, i: Any, s: str | None, m: Multitask | None) -> Run:
+        return recorder.start(claim, a, i, s, m)
 
     async def emit(events: list[EventItem]) -> Emitted:
         return recorder.emit(events)

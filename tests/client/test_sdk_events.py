@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -349,3 +351,35 @@ def test_a_stream_stays_open_through_a_hold_and_the_resume(sdk_server: ServerInf
     statuses = [e.data["status"] for e in events if e.type == "run.status"]
     assert statuses == ["queued", "running", "held", "queued", "running", "done"]
     assert_whole_log(events, "went")
+
+
+ABANDONING = """
+import asyncio, sys
+from keepstate.client import AsyncClient
+
+async def main() -> None:
+    client = AsyncClient(sys.argv[1], key=sys.argv[2])
+    async for event in client.runs.stream(sys.argv[3]):
+        print(event.seq, flush=True)
+        break  # left inside its async for, never closed: the loop's shutdown closes it
+
+asyncio.run(main())
+"""
+
+
+def test_an_async_stream_left_open_ends_quietly_with_its_loop(
+    sdk_server: ServerInfo, keys: Keys, agent_name: str
+) -> None:
+    """A program that leaves ``async for`` over a stream and ends its ``asyncio.run`` gets no error from the
+    loop's closing of the stream (nested async generators once made it log "already running")."""
+    with Client(sdk_server.url, key=keys.member) as client:
+        run = client.runs.start(agent_name, None)  # queued: its stream stays open after the first event
+        ended = subprocess.run(
+            [sys.executable, "-c", ABANDONING, sdk_server.url, keys.member, run.id],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+        )
+        client.runs.cancel(run.id)
+    assert (ended.returncode, ended.stdout) == (0, "1\n"), ended.stderr
+    assert "Traceback" not in ended.stderr and "error" not in ended.stderr.lower(), ended.stderr

@@ -167,7 +167,7 @@ def test_unsafe_write_is_not_retried_but_idempotent_one_is() -> None:
     unavailable = {"error": "unavailable", "message": "down", "retry_after": 0}
     client, rec = client_with(httpx.Response(503, json=unavailable, headers={"retry-after": "0"}))
     with pytest.raises(keepstate.Unavailable):
-        client.runs.start("chat", {})
+        client.sessions.create(user="u")
     assert len(rec.requests) == 1
     client, rec = client_with(
         httpx.Response(503, json=unavailable, headers={"retry-after": "0"}), httpx.Response(200, json=RUN)

@@ -101,3 +101,33 @@ async def test_async_multitask_enqueue_interrupt_and_a_bad_value(
         assert not worker.poll_once()
     async with AsyncClient(sdk_server.url, key=keys.member) as client:
         assert (await client.runs.get(newest.id)).status == "done"
+
+
+def test_a_child_run_started_in_the_busy_session_waits_its_turn_with_enqueue(
+    sdk_server: ServerInfo, keys: Keys, agent_name: str, background: Callable[[Worker], threading.Thread]
+) -> None:
+    """``inv.start_run(..., multitask=)``: from inside its session's running turn, a child with ``reject``
+    (the default) is refused ``SessionBusy``; with ``enqueue`` it is queued and runs once the parent ended."""
+    worker = Worker(sdk_server.url, key=keys.worker, concurrency=2, claim_wait=1)
+
+    @worker.agent(agent_name)
+    def parent(inv: keepstate.Invocation) -> Any:
+        if inv.input.get("child"):
+            return "child done"
+        try:
+            inv.start_run(agent_name, {"child": True}, session_id=inv.session_id)
+            refused = None
+        except keepstate.SessionBusy as error:
+            refused = error.code
+        child = inv.start_run(agent_name, {"child": True}, session_id=inv.session_id, multitask="enqueue")
+        return {"refused": refused, "child": child.id, "child_status": child.status}
+
+    with Client(sdk_server.url, key=keys.member) as client:
+        session = client.sessions.create()
+        run = client.runs.start(agent_name, {}, session_id=session.id)
+        background(worker)
+        done = client.runs.wait(run.id, timeout=HANG_S)
+        assert done.status == "done", done
+        assert done.output["refused"] == "session_busy" and done.output["child_status"] == "queued"
+        child = client.runs.wait(done.output["child"], timeout=HANG_S)
+        assert (child.status, child.output, child.parent_id) == ("done", "child done", run.id)

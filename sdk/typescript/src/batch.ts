@@ -3,15 +3,17 @@
  * (`POST /v0/state/batch`, spec "Atomic batch").
  *
  * Each op is checked and encoded when it is added, so a bad value throws at the line that added it;
- * `commit()` sends them in one request. A failed `ifVersion` is one `VersionConflict` whose
+ * `commit()` sends them in one request, with its own idempotency key: a commit whose answer was lost
+ * is sent again and still applied once. A failed `ifVersion` is one `VersionConflict` whose
  * `conflicts` lists every op that failed (`{index, scope, key, currentVersion}`); any other error
  * carries the `index` of the first op that caused it. Either way nothing was written.
  */
 
 import { InvalidRequest } from "./errors.js";
 import type { Expiry, Guard, ScopeName, WriteFields, WriteOp } from "./state-calls.js";
-import { isGuarded, jsonObject, writeFields } from "./state-calls.js";
+import { jsonObject, writeFields } from "./state-calls.js";
 import type { Sender } from "./transport.js";
+import { idempotent } from "./transport.js";
 import { checkKey } from "./values.js";
 
 export const MAX_BATCH_OPS = 100;
@@ -21,7 +23,6 @@ export type BatchResult = { version?: number; length?: number; value?: any };
 
 export class Batch {
   private readonly ops: string[] = [];
-  private guarded = true;
 
   constructor(
     private readonly sender: Sender,
@@ -61,16 +62,15 @@ export class Batch {
   commit(): Promise<BatchResult[]> {
     if (this.ops.length === 0) throw new InvalidRequest("a batch needs at least one op");
     const body = `{"ops":[${this.ops.join(",")}]}`;
-    return this.sender.send({
-      method: "POST", path: "/v0/state/batch", body, token: this.token, safe: this.guarded,
+    return this.sender.send(idempotent({
+      method: "POST", path: "/v0/state/batch", body, token: this.token,
       parse: (answer: any) => answer.results as BatchResult[],
-    });
+    }));
   }
 
   private add(op: WriteOp, scope: ScopeName, key: string, fields: WriteFields): this {
     if (this.ops.length >= MAX_BATCH_OPS) throw new InvalidRequest(`a batch holds at most ${MAX_BATCH_OPS} ops`);
     this.ops.push(jsonObject({ op, scope, key: checkKey(key), ...fields.plain }, fields.encoded));
-    this.guarded &&= isGuarded(fields); // every op guarded: a repeat cannot apply twice
     return this;
   }
 }

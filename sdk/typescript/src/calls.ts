@@ -1,11 +1,12 @@
 /**
  * Every request outside the state routes as a `Call`: keys, sessions, runs, agents, invocations.
  *
- * Each says whether repeating it is safe (see `transport.ts`): reads; session creation with an
- * explicit id (the same id again answers the existing session), and so a fork with one; a run started with an
- * idempotency key; invocation calls, which the run token fences (a repeat of one that landed is
- * refused, never applied twice). A claim is never repeated: a claim whose answer was lost would be
- * held by nobody until its lease ran out.
+ * Each says whether repeating it is safe (see `transport.ts`): reads; a heartbeat; session creation
+ * with an explicit id (the same id again answers the existing session), and so a fork with one; and
+ * the writes the HTTP API makes idempotent — starting a run, a decision, a cancel, an invocation's
+ * outcome and its events — each `idempotent`, carrying a fresh `Idempotency-Key`, so a lost answer
+ * is retried and the write still lands once. A claim is never repeated: a claim whose answer was lost
+ * would be held by nobody until its lease ran out.
  */
 
 import type { AgentInfo, Claim, Decision, Emitted, EventPage, Heartbeat, Key, Page, Run, Session } from "./records.js";
@@ -13,7 +14,7 @@ import {
   pageOf, parseAgent, parseClaim, parseEmitted, parseEventPage, parseHeartbeat, parseKey, parseRun, parseSession,
 } from "./records.js";
 import type { Call } from "./transport.js";
-import { query, segment } from "./transport.js";
+import { idempotent, query, segment } from "./transport.js";
 import { InvalidRequest } from "./errors.js";
 import { checkSeconds, encode } from "./values.js";
 
@@ -105,7 +106,7 @@ export function startRun(agent: string, input: unknown, options: StartOptions, t
     agent, input, session_id: options.sessionId, idempotency_key: options.idempotencyKey,
     queue_timeout: checkSeconds(options.queueTimeout, "queueTimeout"), multitask: options.multitask,
   });
-  return { method: "POST", path: "/v0/runs", body, token, parse: parseRun, safe: options.idempotencyKey !== undefined };
+  return idempotent({ method: "POST", path: "/v0/runs", body, token, parse: parseRun });
 }
 
 /** Read a run; with `wait` (≤ 60 s) the server answers once it is no longer queued or running. */
@@ -127,11 +128,11 @@ export function listRuns(filter: RunFilter, after: string | undefined, limit: nu
 
 export function decide(id: string, decision: Partial<Decision> & { approved: boolean }): Call<Run> {
   const body = encode({ approved: Boolean(decision.approved), data: decision.data });
-  return { method: "POST", path: `/v0/runs/${segment(id)}/decision`, body, parse: parseRun };
+  return idempotent({ method: "POST", path: `/v0/runs/${segment(id)}/decision`, body, parse: parseRun });
 }
 
 export function cancelRun(id: string): Call<Run> {
-  return { method: "POST", path: `/v0/runs/${segment(id)}/cancel`, parse: parseRun };
+  return idempotent({ method: "POST", path: `/v0/runs/${segment(id)}/cancel`, parse: parseRun });
 }
 
 /** A page of the run's events with a seq past `after` (its owner, an admin). */
@@ -157,20 +158,27 @@ export function claim(agents: string[], wait: number): Call<Claim | null> {
 
 function invocation<T>(claimed: Claim, action: string, parse: (answer: any) => T, body?: string): Call<T> {
   const path = `/v0/invocations/${segment(claimed.id)}/${action}`;
-  return { method: "POST", path, body, parse, token: claimed.token, safe: true };
+  return { method: "POST", path, body, parse, token: claimed.token };
+}
+
+/** An invocation's outcome, once: a repeat of one that landed answers as the first did (not refused as
+ * a stale run token would be), so the worker sees its outcome reported. */
+function outcome(claimed: Claim, action: "complete" | "fail" | "hold", body: string): Call<void> {
+  return idempotent(invocation(claimed, action, nothing, body));
 }
 
 export function heartbeat(claimed: Claim): Call<Heartbeat> {
-  return invocation(claimed, "heartbeat", parseHeartbeat);
+  // Only renews the lease: a repeat does nothing twice.
+  return { ...invocation(claimed, "heartbeat", parseHeartbeat), safe: true };
 }
 
 /** `output` must be encoded already (`values.encodeSized`), so that a bad one can fail the run instead. */
 export function complete(claimed: Claim, output: string): Call<void> {
-  return invocation(claimed, "complete", nothing, `{"output":${output}}`);
+  return outcome(claimed, "complete", `{"output":${output}}`);
 }
 
 export function fail(claimed: Claim, type: string, message: string): Call<void> {
-  return invocation(claimed, "fail", nothing, JSON.stringify({ error: { type, message } }));
+  return outcome(claimed, "fail", JSON.stringify({ error: { type, message } }));
 }
 
 /** One event to emit: `type` (default `message`: the server's) and `data`, any JSON value. */
@@ -180,9 +188,9 @@ export interface EventItem {
 }
 
 /**
- * Append events to the run's log. Not safe to repeat, unlike the invocation calls around it: the run
- * token does not fence a second emit of the same events while the invocation runs, so a lost answer
- * is not retried. The type's form and the limits (100 a call, 64 KiB of data) are the server's to judge.
+ * Append events to the run's log, once: its idempotency key makes a repeat after a lost answer answer
+ * with the seq of the first, writing nothing. The type's form and the limits (100 a call, 64 KiB of
+ * data) are the server's to judge.
  */
 export function emit(claimed: Claim, events: EventItem[]): Call<Emitted> {
   if (!Array.isArray(events)) throw new InvalidRequest("events must be a list of {type?, data}");
@@ -194,11 +202,10 @@ export function emit(claimed: Claim, events: EventItem[]): Call<Emitted> {
     const data = item.data ?? null;
     return item.type === undefined ? { data } : { type: item.type, data };
   });
-  const path = `/v0/invocations/${segment(claimed.id)}/events`;
-  return { method: "POST", path, body: encode({ events: items }), parse: parseEmitted, token: claimed.token };
+  return idempotent(invocation(claimed, "events", parseEmitted, encode({ events: items })));
 }
 
 /** `request` must be encoded already, as for `complete`. */
 export function hold(claimed: Claim, request: string): Call<void> {
-  return invocation(claimed, "hold", nothing, `{"request":${request}}`);
+  return outcome(claimed, "hold", `{"request":${request}}`);
 }

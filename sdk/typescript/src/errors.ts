@@ -93,6 +93,12 @@ export class NotHeld extends codeClass("not_held", 409) {}
 export class NotAnInteger extends codeClass("not_an_integer", 409) {}
 export class TooLarge extends codeClass("too_large", 413) {}
 
+/** A write repeated with its idempotency key while the first is still applied, past 10 s: retried by the SDK. */
+export class IdempotencyInFlight extends codeClass("idempotency_in_flight", 409) {}
+
+/** An idempotency key used again for another write (route or body): nothing was written. */
+export class IdempotencyMismatch extends codeClass("idempotency_mismatch", 422) {}
+
 /** A session's lease was lost (another instance holds it now): nothing was written. */
 export class LeaseLost extends codeClass("lease_lost", 409) {}
 
@@ -107,7 +113,7 @@ export class Unavailable extends codeClass("unavailable", 503) {
 const CLASSES: readonly CodeClass<string>[] = [
   InvalidKey, InvalidValue, InvalidRequest, Unauthorized, Forbidden, NotFound, VersionConflict, NotAList,
   NoSession, NoUser, NoEmbedder, SessionBusy, NotHeld, NotAnInteger, TooLarge, Unavailable, LeaseLost,
-  SessionLocked,
+  SessionLocked, IdempotencyInFlight, IdempotencyMismatch,
 ];
 
 /** The class for each code; a code not listed here arrives as a plain `KeepstateError` with that code. */

@@ -13,9 +13,9 @@ export { Agents, CallerState, Client, Keys, Runs, Sessions } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export type { EventItem, ForkFields, Multitask, RunFilter, SessionFields, StartOptions } from "./calls.js";
 export {
-  ERRORS, Forbidden, InvalidKey, InvalidRequest, InvalidValue, KeepstateError, LeaseLost, NoEmbedder, NoSession,
-  NotAList, NotAnInteger, NotFound, NotHeld, NoUser, SessionBusy, SessionLocked, TooLarge, Unauthorized,
-  Unavailable, VersionConflict,
+  ERRORS, Forbidden, IdempotencyInFlight, IdempotencyMismatch, InvalidKey, InvalidRequest, InvalidValue,
+  KeepstateError, LeaseLost, NoEmbedder, NoSession, NotAList, NotAnInteger, NotFound, NotHeld, NoUser, SessionBusy,
+  SessionLocked, TooLarge, Unauthorized, Unavailable, VersionConflict,
 } from "./errors.js";
 export type { BatchConflict, ErrorDetails } from "./errors.js";
 export { EventStream } from "./events.js";

@@ -11,7 +11,7 @@
 
 import { Batch } from "./batch.js";
 import * as calls from "./calls.js";
-import type { EventItem } from "./calls.js";
+import type { EventItem, Multitask } from "./calls.js";
 import { Memory } from "./memory.js";
 import type { Claim, Decision, Run } from "./records.js";
 import { Scope } from "./scope.js";
@@ -139,7 +139,8 @@ export class Invocation {
   }
 
   /** Start a child run of `agent`: its `parentId` is this run and its `user` this run's. */
-  startRun(agent: string, input?: unknown, options: { sessionId?: string } = {}): Promise<Run> {
-    return this.sender.send(calls.startRun(agent, input, { sessionId: options.sessionId }, this.token));
+  startRun(agent: string, input?: unknown, options: { sessionId?: string; multitask?: Multitask } = {}): Promise<Run> {
+    const { sessionId, multitask } = options;
+    return this.sender.send(calls.startRun(agent, input, { sessionId, multitask }, this.token));
   }
 }

@@ -4,12 +4,13 @@
  * and the other prefixes of "State for callers", with the client's key). Both take the same bodies
  * and give the same answers, so one set of builders serves both; a `Target` says where and how.
  *
- * A call is marked safe to repeat only when it is a read or guarded by `ifVersion`: an unguarded
- * append, trim, pop, incr or patch repeated after a lost answer could land twice.
+ * Reads are safe to repeat; every write is `idempotent`: it carries its own `Idempotency-Key`, so it
+ * is retried after a lost answer and still applied once — a `pop` pops one item and answers it,
+ * however many attempts reach the server.
  */
 
 import type { Call, Method } from "./transport.js";
-import { query, segment } from "./transport.js";
+import { idempotent, query, segment } from "./transport.js";
 import { checkBy, checkCount, checkKey, checkSeconds, encodeItems, encodeSized } from "./values.js";
 
 /** Where one scope's state lives and which credential reaches it. */
@@ -114,14 +115,9 @@ export const writeFields = {
     ({ plain: { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) }, encoded: {} }),
 } satisfies Record<WriteOp, (...args: never[]) => WriteFields>;
 
-/** A write guarded by `ifVersion` cannot land twice: safe to repeat after a lost answer. */
-export function isGuarded(fields: WriteFields): boolean {
-  return fields.plain["if_version"] !== undefined;
-}
-
-/** A write's `Call`: its body from `fields`, safe when guarded. */
+/** A write's `Call`: its body from `fields`, with its own idempotency key. */
 function write<T>(target: Target, method: Method, path: string, fields: WriteFields, parse: (answer: any) => T): Call<T> {
-  return call(target, method, path, parse, { body: jsonObject(fields.plain, fields.encoded), safe: isGuarded(fields) });
+  return idempotent(call(target, method, path, parse, { body: jsonObject(fields.plain, fields.encoded) }));
 }
 
 function call<T>(target: Target, method: Method, path: string, parse: (answer: any) => T, extra: Partial<Call<T>>): Call<T> {
@@ -148,9 +144,8 @@ export function put(target: Target, key: string, value: unknown, options: Guard 
 
 export function remove(target: Target, key: string, options: Guard): Call<void> {
   const path = target.keyPath(key);
-  const fields = writeFields.delete(options);
-  const params = query(fields.plain as Record<string, number | undefined>);
-  return call(target, "DELETE", path, () => undefined, { params, safe: isGuarded(fields) });
+  const params = query(writeFields.delete(options).plain as Record<string, number | undefined>);
+  return idempotent(call(target, "DELETE", path, () => undefined, { params }));
 }
 
 export function append(target: Target, key: string, items: unknown[], options: Expiry): Call<ListWrite> {

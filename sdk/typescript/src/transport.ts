@@ -7,9 +7,12 @@
  * Retries, as in the Python SDK and for the same reason: a request that never reached the server
  * (connection refused, name not resolved) is always retried; a 502/503/504 or a lost answer (the
  * connection dropped, the timeout passed) only when repeating the call cannot do anything twice —
- * GETs, writes guarded by `ifVersion` or an idempotency key, session creation with an explicit id,
- * and invocation calls fenced by their run token. A 503 waits for its `Retry-After` (at most 30 s).
- * Every attempt has its own timeout (30 s by default, plus the seconds a long poll may wait).
+ * GETs, a heartbeat, session creation with an explicit id, and every write to a route that takes an
+ * `Idempotency-Key` (`idempotent`: the key is made once with the call and sent on every attempt, so
+ * the server applies the write once and answers a repeat as it answered the first). A 503 waits for
+ * its `Retry-After` (at most 30 s); a 409 `idempotency_in_flight` (the first attempt is still being
+ * applied) is waited out with the backoff. Every attempt has its own timeout (30 s by default, plus
+ * the seconds a long poll may wait).
  */
 
 import { fromWire, KeepstateError, Unavailable } from "./errors.js";
@@ -19,6 +22,8 @@ export const DEFAULT_URL = "http://127.0.0.1:8420";
 export const DEFAULT_TIMEOUT = 30;
 export const DEFAULT_RETRIES = 3;
 export const TOKEN_HEADER = "x-agentos-run-token";
+export const IDEMPOTENCY_HEADER = "idempotency-key";
+const IN_FLIGHT = "idempotency_in_flight";
 const MAX_RETRY_AFTER = 30;
 const RETRY_STATUSES = new Set([502, 503, 504]);
 /** Error codes (Node's, undici's) of a connection that was never made: the request was not sent. */
@@ -41,6 +46,8 @@ export interface Call<T> {
   token?: string;
   /** Repeating it after it may have reached the server cannot do anything twice. */
   safe?: boolean;
+  /** A write's `Idempotency-Key`, the same on every attempt (see `idempotent`). */
+  idempotencyKey?: string;
   /** Seconds the server may hold the answer (a long poll), added to the timeout. */
   longPoll?: number;
   /** What a 404 means instead of an error (reads of absent keys). */
@@ -102,6 +109,30 @@ export function query(params: Record<string, string | number | boolean | null | 
   return out;
 }
 
+/** A new idempotency key: 32 hex characters (16 random bytes), in the key charset. */
+export function freshKey(): string {
+  const bytes = new Uint8Array(16);
+  const crypto = (globalThis as { crypto?: { getRandomValues?: (array: Uint8Array) => unknown } }).crypto;
+  if (crypto?.getRandomValues) crypto.getRandomValues(bytes);
+  // Node.js 18 has no global `crypto` without a flag: a key need only be unique for its caller, not secret.
+  else for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * `call` to a route that takes an `Idempotency-Key` (every write the HTTP API's "Idempotent writes"
+ * lists), with a fresh one: made now, once, so every retry of this call repeats it and the server
+ * applies the write once however many attempts reach it.
+ */
+export function idempotent<T>(call: Call<T>): Call<T> {
+  return { ...call, idempotencyKey: freshKey() };
+}
+
+/** Safe to send again after it may have reached the server: by its nature, or by its key. */
+export function repeatable(call: Call<unknown>): boolean {
+  return call.safe === true || call.idempotencyKey !== undefined;
+}
+
 /** Jittered exponential backoff in seconds: about 0.1, 0.2, 0.4 … capped at 5. */
 export function backoff(attempt: number): number {
   return (0.5 + Math.random() * 0.5) * Math.min(5, 0.1 * 2 ** attempt);
@@ -128,14 +159,13 @@ export class Sender {
         answer = await this.exchange(call);
       } catch (error) {
         const failure = error as Error;
-        if (!this.mayRetry(attempt, isNeverSent(failure) || call.safe === true)) throw this.unreachable(failure);
+        if (!this.mayRetry(attempt, isNeverSent(failure) || repeatable(call))) throw this.unreachable(failure);
         await sleep(backoff(attempt));
         continue;
       }
-      if (!RETRY_STATUSES.has(answer.status) || !call.safe || !this.mayRetry(attempt, true)) {
-        return finish(call, answer);
-      }
-      await sleep(retryDelay(answer.retryAfter) ?? backoff(attempt));
+      const wait = waitBeforeRepeating(call, answer, attempt);
+      if (wait === undefined || !this.mayRetry(attempt, true)) return finish(call, answer);
+      await sleep(wait);
     }
   }
 
@@ -194,6 +224,7 @@ export class Sender {
     if (call.body !== undefined) headers["content-type"] = "application/json";
     if (call.token !== undefined) headers[TOKEN_HEADER] = call.token;
     else if (this.config.key) headers["authorization"] = `Bearer ${this.config.key}`;
+    if (call.idempotencyKey !== undefined) headers[IDEMPOTENCY_HEADER] = call.idempotencyKey;
     return headers;
   }
 
@@ -215,6 +246,14 @@ class TimeoutAbort extends Error {
 function isNeverSent(error: Error): boolean {
   const cause = (error as { cause?: { code?: unknown } }).cause;
   return typeof cause?.code === "string" && NEVER_SENT.has(cause.code);
+}
+
+/** Seconds to wait before sending `call` again after `answer`, or undefined to take it as the answer. */
+function waitBeforeRepeating(call: Call<unknown>, answer: Answer, attempt: number): number | undefined {
+  if (!repeatable(call)) return undefined;
+  if (RETRY_STATUSES.has(answer.status)) return retryDelay(answer.retryAfter) ?? backoff(attempt);
+  const inFlight = answer.status === 409 && (decode(answer.text) as { error?: unknown } | null)?.error === IN_FLIGHT;
+  return inFlight && call.idempotencyKey !== undefined ? backoff(attempt) : undefined;
 }
 
 function retryDelay(header: string | null): number | undefined {

@@ -155,7 +155,7 @@ describe("errors", () => {
 
     it("has one class per code of the spec", () => {
       assert.deepEqual([...ERRORS.keys()].sort(), [
-        "forbidden", "invalid_key", "invalid_request", "invalid_value", "lease_lost", "no_embedder", "no_session",
+        "forbidden", "idempotency_in_flight", "idempotency_mismatch", "invalid_key", "invalid_request", "invalid_value", "lease_lost", "no_embedder", "no_session",
         "no_user", "not_a_list", "not_an_integer", "not_found", "not_held", "session_busy", "session_locked",
         "too_large", "unauthorized", "unavailable", "version_conflict",
       ]);

@@ -82,6 +82,36 @@ describe("multitask", () => {
     }
   });
 
+  it("a child started in its busy session: refused by default, queued behind the parent with enqueue", async () => {
+    const agent = agentName("mt-child");
+    const parent = async (inv: Invocation): Promise<unknown> => {
+      if ((inv.input as { child?: boolean }).child) return "child done";
+      const sessionId = inv.sessionId ?? undefined;
+      const refused = await inv.startRun(agent, { child: true }, { sessionId }).then(
+        () => null,
+        (error: unknown) => (error instanceof SessionBusy ? error.code : String(error)),
+      );
+      const child = await inv.startRun(agent, { child: true }, { sessionId, multitask: "enqueue" });
+      return { refused, child: child.id, childStatus: child.status };
+    };
+    const worker = new Worker(server.url, { key: workerKey, concurrency: 2, claimWait: 0.5, logger: { warn: () => {} } })
+      .register({ [agent]: parent });
+    const session = await client.sessions.create();
+    const run = await client.runs.start(agent, {}, { sessionId: session.id });
+    const running = worker.run();
+    try {
+      const done = await client.runs.wait(run.id, { timeout: 60 });
+      const output = done.output as { refused: string; child: string; childStatus: string };
+      assert.equal(done.status, "done");
+      assert.deepEqual([output.refused, output.childStatus], ["session_busy", "queued"]);
+      const child = await client.runs.wait(output.child, { timeout: 60 });
+      assert.deepEqual([child.status, child.output, child.parentId], ["done", "child done", run.id]);
+    } finally {
+      worker.stop();
+      await running;
+    }
+  });
+
   it("a bad value is InvalidRequest and starts nothing", async () => {
     const session = await client.sessions.create();
     const bad = "later" as unknown as Multitask;

@@ -14,7 +14,8 @@ import { PACKAGE_ROOT } from "./support/server.js";
 describe("the package", () => {
   it("exports exactly its public names", () => {
     assert.deepEqual(Object.keys(keepstate).sort(), [
-      "Agents", "Batch", "CallerState", "Client", "ERRORS", "EventStream", "Forbidden", "HoldRequested", "InvalidKey", "InvalidRequest",
+      "Agents", "Batch", "CallerState", "Client", "ERRORS", "EventStream", "Forbidden", "HoldRequested", "IdempotencyInFlight",
+      "IdempotencyMismatch", "InvalidKey", "InvalidRequest",
       "InvalidValue", "Invocation", "InvocationState", "KeepstateError", "Keys", "LeaseLost", "Memory", "NoEmbedder",
       "NoSession", "NoUser", "NotAList", "NotAnInteger", "NotFound", "NotHeld", "Runs", "Scope", "SessionBusy",
       "SessionLocked", "SessionStore", "Sessions", "TooLarge", "Unauthorized", "Unavailable", "VersionConflict",

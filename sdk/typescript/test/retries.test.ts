@@ -12,7 +12,7 @@ import * as calls from "../dist/calls.js";
 import type { Claim } from "../dist/records.js";
 import { Scope as ScopeClass } from "../dist/scope.js";
 import { callerTarget, runTokenTarget } from "../dist/state-calls.js";
-import { buildConfig, Sender } from "../dist/transport.js";
+import { buildConfig, type Call, repeatable, Sender } from "../dist/transport.js";
 import { freePort, sleepMs } from "./support/server.js";
 
 type Step = (request: IncomingMessage, response: ServerResponse) => void;
@@ -21,6 +21,8 @@ interface Seen {
   method: string;
   url: string;
   body: string;
+  /** The request's `Idempotency-Key`, if it had one. */
+  key: string | undefined;
 }
 
 /** A local server answering each request with the next step of its script (200 `{}` once it runs out). */
@@ -34,7 +36,8 @@ class Scripted {
       let body = "";
       request.on("data", (chunk: Buffer) => (body += chunk.toString()));
       request.on("end", () => {
-        this.seen.push({ method: request.method ?? "", url: request.url ?? "", body });
+        const key = request.headers["idempotency-key"];
+        this.seen.push({ method: request.method ?? "", url: request.url ?? "", body, key: typeof key === "string" ? key : undefined });
         (this.steps.shift() ?? json(200, {}))(request, response);
       });
     });
@@ -110,30 +113,52 @@ describe("retries and timeouts", () => {
       assert.equal(fake.seen.length, 4);
     });
 
-    it("an unguarded write is not repeated: append, put, session without id, run without idempotency key", async () => {
+    it("a write that takes no idempotency key is not repeated: session without id, key creation, deletes", async () => {
       const once = async (call: () => Promise<unknown>) => {
         fake.script(unavailable("0"));
         assert.ok((await thrown(call())) instanceof Unavailable);
         assert.equal(fake.seen.length, 1);
+        assert.equal(fake.seen[0]?.key, undefined);
       };
-      await once(() => runScope().append("log", [1]));
-      await once(() => runScope().put("k", 1));
       await once(() => client().sessions.create({ user: "u" }));
-      await once(() => client().runs.start("chat", {}));
-      await once(() => client().runs.decide("run_1", { approved: true }));
+      await once(() => client().keys.create("member"));
+      await once(() => client().sessions.delete("s1"));
+      await once(() => client().keys.revoke("k1"));
     });
 
-    it("a guarded write is repeated: put with ifVersion, session with an id, run with an idempotency key", async () => {
+    it("every idempotent write is repeated with its key, guarded or not; a session with an id too", async () => {
       const twice = async (call: () => Promise<unknown>, answer: unknown) => {
         fake.script(unavailable("0"), json(200, answer));
         await call();
         assert.equal(fake.seen.length, 2);
         assert.equal(fake.seen[0]?.body, fake.seen[1]?.body);
+        assert.equal(fake.seen[0]?.key, fake.seen[1]?.key);
       };
+      await twice(() => runScope().append("log", [1]), { version: 1, length: 1 });
+      await twice(() => runScope().put("k", 1), { version: 1 });
       await twice(() => runScope().put("k", 1, { ifVersion: 0 }), { version: 1 });
       await twice(() => runScope().delete("k", { ifVersion: 3 }), {});
+      await twice(() => runScope().pop("q"), { item: 1, version: 2, length: 0 });
+      await twice(() => client().runs.start("chat", {}), { id: "run_1", status: "queued" });
+      await twice(() => client().runs.decide("run_1", { approved: true }), { id: "run_1", status: "queued" });
+      await twice(() => client().runs.cancel("run_1"), { id: "run_1", status: "cancelled" });
       await twice(() => client().sessions.create({ id: "s-1" }), { id: "s-1" });
-      await twice(() => client().runs.start("chat", {}, { idempotencyKey: "once" }), { id: "run_1", status: "queued" });
+    });
+
+    it("a 409 idempotency_in_flight is waited out; another 409 or a 422 is the answer", async () => {
+      fake.script(json(409, { error: "idempotency_in_flight", message: "still applying" }), json(200, { value: 3, version: 3 }));
+      assert.equal((await runScope().incr("n")).value, 3);
+      assert.equal(fake.seen.length, 2);
+      assert.equal(fake.seen[0]?.key, fake.seen[1]?.key);
+      for (const [status, error] of [[409, "version_conflict"], [422, "idempotency_mismatch"]] as const) {
+        fake.script(json(status, { error, message: "no" }));
+        const refused = await thrown(runScope().incr("n"));
+        assert.ok(refused instanceof KeepstateError);
+        assert.deepEqual([refused.status, refused.code, fake.seen.length], [status, error, 1]);
+      }
+      fake.script(json(409, { error: "idempotency_in_flight", message: "still applying" }));
+      assert.ok((await thrown(client().sessions.create({ user: "u" }))) instanceof KeepstateError, "no key: not waited out");
+      assert.equal(fake.seen.length, 1);
     });
 
     it("a 502 or 504 of a GET is repeated too, with our own backoff", async () => {
@@ -150,12 +175,26 @@ describe("retries and timeouts", () => {
       assert.equal(fake.seen.length, 2);
     });
 
-    it("an append whose connection drops is not: it may have landed", async () => {
-      fake.script(drop);
-      const error = await thrown(runScope().append("log", [1]));
+    it("an append whose connection drops is sent again with the same key; the next append has its own", async () => {
+      fake.script(drop, json(200, { version: 1, length: 1 }), json(200, { version: 2, length: 2 }), json(200, { value: 1, version: 1 }));
+      const scope = runScope();
+      assert.deepEqual(await scope.append("log", [1]), { version: 1, length: 1 });
+      await scope.append("log", [2]);
+      await scope.getVersioned("log");
+      const [lost, retry, next, read] = fake.seen;
+      assert.ok(lost?.key && /^[A-Za-z0-9._:-]{1,200}$/.test(lost.key), String(lost?.key));
+      assert.equal(retry?.key, lost.key);
+      assert.ok(next?.key && next.key !== lost.key);
+      assert.equal(read?.key, undefined);
+    });
+
+    it("a write whose connection keeps dropping is Unavailable after its retries", async () => {
+      fake.script(drop, drop, drop);
+      const error = await thrown(new Client(url, { key: "k", retries: 2 }).runs.cancel("run_1"));
       assert.ok(error instanceof Unavailable, String(error));
       assert.match(error.message, /cannot reach keepstate/);
-      assert.equal(fake.seen.length, 1);
+      assert.equal(fake.seen.length, 3);
+      assert.equal(new Set(fake.seen.map((seen) => seen.key)).size, 1);
     });
 
     it("a call that gets no answer within its timeout is Unavailable; a GET is repeated first", async () => {
@@ -167,7 +206,7 @@ describe("retries and timeouts", () => {
       assert.equal(fake.seen.length, 2);
       assert.ok(Date.now() - started < 5_000);
       fake.script(hang);
-      assert.ok((await thrown(runScope({ timeout: 0.3 }).append("log", [1]))) instanceof Unavailable);
+      assert.ok((await thrown(new Client(url, { key: "k", timeout: 0.3 }).sessions.create({ user: "u" }))) instanceof Unavailable);
       assert.equal(fake.seen.length, 1);
     });
 
@@ -266,36 +305,52 @@ describe("retries and timeouts", () => {
     };
     const target = callerTarget("/v0/agents/a/state/");
 
-    it("matches the Python SDK's rules", async () => {
+    it("matches the Python SDK's rules: a key on each write the API makes idempotent, reads safe by nature", async () => {
       const { append, get, incr, keysPage, patch, pop, put, remove, tail, trim } = await import("../dist/state-calls.js");
-      const table: [string, boolean | undefined][] = [
-        ["claim", calls.claim(["a"], 1).safe],
-        ["heartbeat", calls.heartbeat(claim).safe],
-        ["complete", calls.complete(claim, "null").safe],
-        ["fail", calls.fail(claim, "E", "m").safe],
-        ["hold", calls.hold(claim, "null").safe],
-        ["child run", calls.startRun("a", null, {}, "tok").safe],
-        ["get", get(target, "k").safe],
-        ["keys", keysPage(target, "", undefined, 100).safe],
-        ["tail", tail(target, "k", 5).safe],
-        ["put", put(target, "k", 1, {}).safe],
-        ["put ifVersion", put(target, "k", 1, { ifVersion: 0 }).safe],
-        ["delete", remove(target, "k", {}).safe],
-        ["append", append(target, "k", [1], {}).safe],
-        ["trim ifVersion", trim(target, "k", 1, { ifVersion: 2 }).safe],
-        ["pop", pop(target, "k", {}).safe],
-        ["incr", incr(target, "k", {}).safe],
-        ["incr ifVersion", incr(target, "k", { ifVersion: 1 }).safe],
-        ["patch", patch(target, "k", {}, {}).safe],
-        ["session update", calls.updateSession("s", {}).safe],
-        ["revoke key", calls.revokeKey("k").safe],
-        ["cancel", calls.cancelRun("r").safe],
+      const { InvocationState } = await import("../dist/invocation.js");
+      const table: [string, Call<unknown>][] = [
+        ["claim", calls.claim(["a"], 1)],
+        ["heartbeat", calls.heartbeat(claim)],
+        ["complete", calls.complete(claim, "null")],
+        ["fail", calls.fail(claim, "E", "m")],
+        ["hold", calls.hold(claim, "null")],
+        ["emit", calls.emit(claim, [{ data: 1 }])],
+        ["child run", calls.startRun("a", null, {}, "tok")],
+        ["run", calls.startRun("a", null, {})],
+        ["decide", calls.decide("r", { approved: true })],
+        ["cancel", calls.cancelRun("r")],
+        ["get", get(target, "k")],
+        ["keys", keysPage(target, "", undefined, 100)],
+        ["tail", tail(target, "k", 5)],
+        ["put", put(target, "k", 1, {})],
+        ["put ifVersion", put(target, "k", 1, { ifVersion: 0 })],
+        ["delete", remove(target, "k", {})],
+        ["append", append(target, "k", [1], {})],
+        ["trim ifVersion", trim(target, "k", 1, { ifVersion: 2 })],
+        ["pop", pop(target, "k", {})],
+        ["incr", incr(target, "k", {})],
+        ["patch", patch(target, "k", {}, {})],
+        ["session create", calls.createSession({})],
+        ["session create with id", calls.createSession({ id: "s" })],
+        ["session update", calls.updateSession("s", {})],
+        ["revoke key", calls.revokeKey("k")],
       ];
-      assert.deepEqual(Object.fromEntries(table.map(([name, safe]) => [name, safe === true])), {
-        claim: false, heartbeat: true, complete: true, fail: true, hold: true, "child run": false, get: true, keys: true,
-        tail: true, put: false, "put ifVersion": true, delete: false, append: false, "trim ifVersion": true, pop: false,
-        incr: false, "incr ifVersion": true, patch: false, "session update": false, "revoke key": false, cancel: false,
+      const how = (call: Call<unknown>) => (call.idempotencyKey !== undefined ? "key" : repeatable(call) ? "safe" : "once");
+      assert.deepEqual(Object.fromEntries(table.map(([name, call]) => [name, how(call)])), {
+        claim: "once", heartbeat: "safe", complete: "key", fail: "key", hold: "key", emit: "key", "child run": "key",
+        run: "key", decide: "key", cancel: "key", get: "safe", keys: "safe", tail: "safe", put: "key",
+        "put ifVersion": "key", delete: "key", append: "key", "trim ifVersion": "key", pop: "key", incr: "key",
+        patch: "key", "session create": "once", "session create with id": "safe", "session update": "once",
+        "revoke key": "once",
       });
+      const keys = table.map(([, call]) => call.idempotencyKey).filter((key) => key !== undefined);
+      assert.equal(new Set(keys).size, keys.length, "each call its own key");
+      assert.ok(keys.every((key) => /^[A-Za-z0-9._:-]{1,200}$/.test(key)));
+      fake.script(json(200, { results: [{ version: 1 }] }), json(200, { results: [{ version: 2 }] }));
+      const state = new InvocationState(new Sender(buildConfig(url, {})), "tok");
+      await state.batch().put("run", "a", 1).commit();
+      await state.batch().put("run", "a", 1).commit();
+      assert.ok(fake.seen[0]?.key && fake.seen[1]?.key && fake.seen[0].key !== fake.seen[1].key, "a batch has its key");
     });
   });
 });

@@ -7,7 +7,8 @@ ago go, with their invocations, a batch of ``upkeep.PURGE_BATCH`` at a time (eac
 short transaction), so servers serving the same store keep serving. The command lowers its own CPU
 priority first (``PURGE_NICENESS``): on a machine it shares with servers, the servers come first.
 Queued, running and held runs and every state value stay, and so does a session whose expiry is
-suspended (executing). ``--dry-run`` only counts. Nothing is created: the store must exist.
+suspended (executing). The answers of idempotent writes (``Idempotency-Key``) go once they are a day
+old, whatever ``--older-than`` says. ``--dry-run`` only counts. Nothing is created: the store must exist.
 """
 
 from __future__ import annotations
@@ -33,20 +34,23 @@ PURGE_NICENESS = 10
 this process) goes to the servers first; a database server elsewhere is not affected."""
 
 
-async def _purge(platform: Platform, days: float, grace: float, dry_run: bool) -> tuple[int, int, int]:
-    """How many runs and session-store records were (or, with ``dry_run``, would be) purged, and the
-    runs' cutoff."""
+async def _purge(platform: Platform, days: float, grace: float, dry_run: bool) -> tuple[int, int, int, int]:
+    """How many runs, session-store records and idempotent writes' answers were (or, with ``dry_run``,
+    would be) purged, and the runs' cutoff."""
     from ..clock import days_ago, now_ms
-    from ..platform.upkeep import count_expired_sessions, lease_spaces, purge, purge_sessions
+    from ..platform.upkeep import count_expired_sessions, forget_answers, lease_spaces, purge, purge_sessions
+    from ..stores.remembered import KEEP_MS
 
     now = now_ms()
     before, expired_before = days_ago(days, now), days_ago(grace, now)
     leases = await lease_spaces(platform.database)
     if dry_run:
         runs = await platform.repo.count_purgeable(before)
-        return runs, await count_expired_sessions(leases, expired_before), before
+        sessions = await count_expired_sessions(leases, expired_before)
+        return runs, sessions, await platform.repo.count_remembered(now - KEEP_MS), before
     runs = await purge(platform.repo, before)
-    return runs, await purge_sessions(leases, expired_before), before
+    sessions = await purge_sessions(leases, expired_before)
+    return runs, sessions, await forget_answers(platform.repo, now), before
 
 
 @click.command()
@@ -88,8 +92,9 @@ def purge(store: str, days: float, grace: float, dry_run: bool) -> None:
             raise click.BadParameter(error.message, param_hint="--store") from None
         with contextlib.suppress(OSError):
             os.nice(PURGE_NICENESS)
-        runs, sessions, before = asyncio.run(on_platform(store, lambda p: _purge(p, days, grace, dry_run)))
+        runs, sessions, answers, before = asyncio.run(on_platform(store, lambda p: _purge(p, days, grace, dry_run)))
     when = datetime.datetime.fromtimestamp(before / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     verb = "would purge" if dry_run else "purged"
     click.echo(f"{verb} {runs} finished run(s) last updated before {when} ({days:g} days ago)")
     click.echo(f"{verb} {sessions} session-store record(s) expired more than {grace:g} day(s) ago")
+    click.echo(f"{verb} {answers} answer(s) of idempotent writes kept more than 24 hours")

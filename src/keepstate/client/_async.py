@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import TracebackType
@@ -56,21 +55,13 @@ class AsyncSender:
         while True:
             delay = None
             try:
-                response = await http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.content,
-                    headers=call.headers(self.config),
-                    timeout=call.timeout(self.config),
-                )
+                response = await http.request(**call.request(self.config))
             except httpx.TransportError as error:
                 delay = _core.retry_after_error(call, attempt, error, self.config)
                 if delay is None:
                     raise _core.transport_error(error, self.config) from error
             else:
-                headers = response.headers.get("retry-after")
-                delay = _core.retry_after_status(call, attempt, response.status_code, headers, self.config)
+                delay = _core.retry_after_status(call, attempt, response, self.config)
                 if delay is None:
                     return _core.finish(call, response.status_code, response.content)
             await asyncio.sleep(delay)
@@ -195,45 +186,38 @@ class AsyncRuns:
 
     async def stream(self, run_id: str, after: int = 0) -> AsyncGenerator[RunEvent, None]:
         """``Runs.stream``, as an async iterator; ``aclose()`` it (or leave its ``async for``) to close
-        the connection."""
+        the connection. One generator with no generator of its own inside: a loop ending while the stream
+        is left open closes it once (nested ones were each closed by the loop, one while the other closed
+        it: "aclose(): asynchronous generator is already running")."""
         stream = EventStream(self._sender.config, run_id, after)
         while True:
             try:
-                async with contextlib.aclosing(self._connection(stream)) as events:
-                    async for event in events:
-                        yield event
+                path, params, headers = stream.request()
+                http = await self._sender.client()
+                try:
+                    async with http.stream(
+                        "GET", path, params=params, headers=headers, timeout=stream.timeout()
+                    ) as got:
+                        refusal = await got.aread() if got.status_code != 200 else b""
+                        stream.opened(got.status_code, got.headers.get("content-type"), refusal)
+                        async for chunk in got.aiter_bytes():
+                            for event in stream.feed(chunk):
+                                yield event
+                except httpx.TransportError as error:
+                    raise dropped(error, self._sender.config) from error
                 if stream.closed_cleanly():
                     return
                 if stream.needs_check() and stream.checked(await self.get(run_id)):
-                    async with contextlib.aclosing(self._drain(stream)) as rest:
-                        async for event in rest:
+                    while True:  # the rest of a run that ended while the stream was down, as pages
+                        fresh, last = stream.drained(await self._send(stream.drain_call()))
+                        for event in fresh:
                             yield event
-                    return
+                        if last:
+                            return
                 delay = stream.retry_in()
             except KeepstateError as error:
                 delay = stream.retry_in(error)
             await asyncio.sleep(delay)
-
-    async def _connection(self, stream: EventStream) -> AsyncGenerator[RunEvent, None]:
-        path, params, headers = stream.request()
-        http = await self._sender.client()
-        try:
-            async with http.stream("GET", path, params=params, headers=headers, timeout=stream.timeout()) as response:
-                refusal = await response.aread() if response.status_code != 200 else b""
-                stream.opened(response.status_code, response.headers.get("content-type"), refusal)
-                async for chunk in response.aiter_bytes():
-                    for event in stream.feed(chunk):
-                        yield event
-        except httpx.TransportError as error:
-            raise dropped(error, self._sender.config) from error
-
-    async def _drain(self, stream: EventStream) -> AsyncGenerator[RunEvent, None]:
-        while True:
-            fresh, last = stream.drained(await self._send(stream.drain_call()))
-            for event in fresh:
-                yield event
-            if last:
-                return
 
 
 class AsyncAgents:

@@ -7,15 +7,18 @@ faces (``_sync.py``, ``_async.py``) only send it, sleep between attempts and han
 
 Retries, and why only these: a request that never reached the server (connection refused) is
 always retried; a 502/503/504 or a lost answer is retried only when repeating the call cannot do
-anything twice — GETs, writes guarded by ``if_version`` or an idempotency key, session creation
-with an explicit id, and invocation calls fenced by their run token. A 503 waits for its
-``Retry-After``.
+anything twice — GETs, writes to the routes that take an ``Idempotency-Key`` (``Call.write``: the
+key is made once with the call and sent on every attempt, so the server applies it once and
+answers a repeat with the first answer), session creation with an explicit id, and a heartbeat
+(it only renews a lease). A 503 waits for its ``Retry-After``; a 409 ``idempotency_in_flight``
+(the first attempt is still being applied) is waited out with the backoff.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -25,8 +28,8 @@ import httpx
 import orjson
 
 from .. import values
-from ..errors import KeepstateError, Unavailable, from_wire
-from ..protocol import RUN_TOKEN_HEADER
+from ..errors import IdempotencyInFlight, KeepstateError, Unavailable, from_wire
+from ..protocol import IDEMPOTENCY_KEY_HEADER, RUN_TOKEN_HEADER
 
 T = TypeVar("T")
 
@@ -91,12 +94,18 @@ def _none(answer: Any) -> None:
     return None
 
 
+def fresh_key() -> str:
+    """A new idempotency key: 22 characters of the key charset, 128 random bits."""
+    return secrets.token_urlsafe(16)
+
+
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
     """One API request, fully described: send it, then ``parse`` the JSON answer of a 2xx.
 
     ``auth`` picks the credential: the client's key (``Authorization: Bearer``) or a run token.
     ``safe``: repeating it after it may have reached the server cannot do anything twice.
+    ``idempotency_key``: a write's ``Idempotency-Key``, the same on every attempt (``Call.write``).
     ``long_poll``: seconds the server may hold the answer, added to the timeout.
     ``absent``: what a 404 means instead of an error (state reads: ``(None, 0)``).
     """
@@ -113,6 +122,21 @@ class Call(Generic[T]):
     absent: Callable[[], T] | None = None
     absent_names_key: bool = False
     """Take a 404 as ``absent`` only when it names the key (a caller's path can 404 for its session)."""
+    idempotency_key: str | None = None
+
+    @classmethod
+    def write(
+        cls, method: str, path: str, parse: Callable[[Any], T], content: bytes | None = None, **fields: Any
+    ) -> Call[T]:
+        """A call to a route that takes an ``Idempotency-Key`` (every write the HTTP API's "Idempotent
+        writes" lists), with a fresh one: made now, once, so every retry of this call repeats it and
+        the server applies the write once however many attempts reach it."""
+        return cls(method, path, parse, content, idempotency_key=fresh_key(), **fields)
+
+    @property
+    def repeatable(self) -> bool:
+        """Safe to send again after it may have reached the server: by its nature, or by its key."""
+        return self.safe or self.idempotency_key is not None
 
     def headers(self, config: Config) -> dict[str, str]:
         headers = {"content-type": "application/json"} if self.content is not None else {}
@@ -120,10 +144,23 @@ class Call(Generic[T]):
             headers[RUN_TOKEN_HEADER] = self.token or ""
         elif config.key:
             headers["authorization"] = f"Bearer {config.key}"
+        if self.idempotency_key is not None:
+            headers[IDEMPOTENCY_KEY_HEADER] = self.idempotency_key
         return headers
 
     def timeout(self, config: Config) -> httpx.Timeout:
         return httpx.Timeout(config.timeout + self.long_poll)
+
+    def request(self, config: Config) -> dict[str, Any]:
+        """Keyword arguments of ``httpx.Client.request`` / ``httpx.AsyncClient.request`` for one attempt."""
+        return {
+            "method": self.method,
+            "url": self.path,
+            "params": self.params,
+            "content": self.content,
+            "headers": self.headers(config),
+            "timeout": self.timeout(config),
+        }
 
 
 def body(payload: dict[str, Any]) -> bytes:
@@ -193,19 +230,31 @@ def backoff(attempt: int) -> float:
 
 
 def retry_after_error(call: Call[Any], attempt: int, error: httpx.TransportError, config: Config) -> float | None:
-    """Seconds to wait before repeating after a transport error, or None to give up."""
+    """Seconds to wait before repeating after a transport error, or None to give up. Any such error
+    may have lost the answer of a request that was applied (a read timeout, a dropped connection):
+    only a never-sent request or a repeatable call is sent again."""
     if attempt >= config.retries:
         return None
     never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
-    return backoff(attempt) if never_sent or call.safe else None
+    return backoff(attempt) if never_sent or call.repeatable else None
 
 
-def retry_after_status(call: Call[Any], attempt: int, status: int, header: str | None, config: Config) -> float | None:
-    """Seconds to wait before repeating after an answer with ``status``, or None to take the answer."""
-    if status not in RETRY_STATUSES or not call.safe or attempt >= config.retries:
+def retry_after_status(call: Call[Any], attempt: int, response: httpx.Response, config: Config) -> float | None:
+    """Seconds to wait before repeating after ``response``, or None to take it as the answer."""
+    if not call.repeatable or attempt >= config.retries:
         return None
-    wait = _parse_retry_after(header)
-    return backoff(attempt) if wait is None else min(wait, MAX_RETRY_AFTER)
+    if response.status_code in RETRY_STATUSES:
+        wait = _parse_retry_after(response.headers.get("retry-after"))
+        return backoff(attempt) if wait is None else min(wait, MAX_RETRY_AFTER)
+    if response.status_code == 409 and call.idempotency_key is not None and _in_flight(response.content):
+        return backoff(attempt)
+    return None
+
+
+def _in_flight(content: bytes) -> bool:
+    """A 409 saying the first attempt with this key is still being applied: its answer will come."""
+    answer = decode(content)
+    return isinstance(answer, dict) and answer.get("error") == IdempotencyInFlight.code
 
 
 def _parse_retry_after(header: str | None) -> float | None:

@@ -48,21 +48,13 @@ class SyncSender:
         while True:
             delay = None
             try:
-                response = http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.content,
-                    headers=call.headers(self.config),
-                    timeout=call.timeout(self.config),
-                )
+                response = http.request(**call.request(self.config))
             except httpx.TransportError as error:
                 delay = _core.retry_after_error(call, attempt, error, self.config)
                 if delay is None:
                     raise _core.transport_error(error, self.config) from error
             else:
-                headers = response.headers.get("retry-after")
-                delay = _core.retry_after_status(call, attempt, response.status_code, headers, self.config)
+                delay = _core.retry_after_status(call, attempt, response, self.config)
                 if delay is None:
                     return _core.finish(call, response.status_code, response.content)
             time.sleep(delay)

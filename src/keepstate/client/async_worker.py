@@ -34,6 +34,7 @@ from ._worker_core import (
     log,
     outcome_call,
 )
+from .calls import Multitask
 from .invocation import AsyncInvocation, HoldRequested, async_http_state
 from .memory_calls import AsyncHttpMemoryOps, run_target
 from .records import Claim, Run
@@ -189,9 +190,10 @@ class AsyncWorker(AgentRegistration):
         except KeepstateError as refused:
             log.warning("could not report %s: %s", describe(claim, error), refused)
 
-    def _child_starter(self, token: str) -> Callable[[str, Any, str | None], Awaitable[Run]]:
-        async def start(agent: str, input: Any, session_id: str | None) -> Run:
-            result: Run = await self._send(calls.start_run(agent, input, session_id, None, token=token))
+    def _child_starter(self, token: str) -> Callable[[str, Any, str | None, Multitask | None], Awaitable[Run]]:
+        async def start(agent: str, input: Any, session_id: str | None, multitask: Multitask | None) -> Run:
+            call = calls.start_run(agent, input, session_id, None, token=token, multitask=multitask)
+            result: Run = await self._send(call)
             return result
 
         return start

@@ -1,6 +1,9 @@
 """Every API call as a ``Call``: path, body, credential, retry safety and how to read the answer.
 
-Built once here and sent by either face (sync or async), so the two cannot drift apart.
+Built once here and sent by either face (sync or async), so the two cannot drift apart. The writes
+the HTTP API makes idempotent (starting a run, a decision, a cancel, an invocation's outcome and its
+events) are ``Call.write``s: each carries a fresh ``Idempotency-Key``, so a lost answer is retried
+and the write still lands once.
 """
 
 from __future__ import annotations
@@ -81,14 +84,8 @@ def start_run(
             "multitask": multitask,
         }
     )
-    return Call(
-        "POST",
-        "/v0/runs",
-        Run.from_dict,
-        content,
-        auth="token" if token is not None else "key",
-        token=token,
-        safe=idempotency_key is not None,
+    return Call.write(
+        "POST", "/v0/runs", Run.from_dict, content, auth="token" if token is not None else "key", token=token
     )
 
 
@@ -118,11 +115,11 @@ def list_runs(
 
 def decide(run_id: str, approved: bool, data: Any) -> Call[Run]:
     content = body({"approved": bool(approved), "data": data})
-    return Call("POST", f"/v0/runs/{segment(run_id)}/decision", Run.from_dict, content)
+    return Call.write("POST", f"/v0/runs/{segment(run_id)}/decision", Run.from_dict, content)
 
 
 def cancel_run(run_id: str) -> Call[Run]:
-    return Call("POST", f"/v0/runs/{segment(run_id)}/cancel", Run.from_dict)
+    return Call.write("POST", f"/v0/runs/{segment(run_id)}/cancel", Run.from_dict)
 
 
 def run_events(run_id: str, after: int, limit: int | None) -> Call[EventPage]:
@@ -177,12 +174,14 @@ def claim(agents: list[str], wait: float) -> Call[Claim | None]:
 
 
 def _invocation(invocation_id: str, action: str, token: str, content: bytes | None = None) -> Call[Any]:
-    # The run token fences these: a repeat of one that already landed is refused (401), never applied twice.
+    # Its key makes a repeat of one that already landed answer as the first did (not 401: the run token
+    # fences the invocation off once it ended), so the worker sees its outcome reported.
     path = f"/v0/invocations/{segment(invocation_id)}/{action}"
-    return Call("POST", path, _keep, content, auth="token", token=token, safe=True)
+    return Call.write("POST", path, _keep, content, auth="token", token=token)
 
 
 def heartbeat(invocation_id: str, token: str) -> Call[Heartbeat]:
+    # Only renews the lease: a repeat does nothing twice.
     path = f"/v0/invocations/{segment(invocation_id)}/heartbeat"
     return Call("POST", path, Heartbeat.from_dict, auth="token", token=token, safe=True)
 
@@ -200,11 +199,11 @@ def hold(invocation_id: str, token: str, request: Any) -> Call[Any]:
 
 
 def emit(invocation_id: str, token: str, events: Iterable[Mapping[str, Any]]) -> Call[Emitted]:
-    """Append events to the run's log. Not safe to repeat, unlike the calls above: the run token does not
-    fence a second emit of the same events while the invocation runs, so a lost answer is not retried."""
+    """Append events to the run's log, once: its idempotency key makes a repeat after a lost answer
+    answer with the seq of the first, writing nothing."""
     path = f"/v0/invocations/{segment(invocation_id)}/events"
     content = values.encode({"events": [event_item(event) for event in events]})
-    return Call("POST", path, Emitted.from_dict, content, auth="token", token=token)
+    return Call.write("POST", path, Emitted.from_dict, content, auth="token", token=token)
 
 
 def event_item(event: Mapping[str, Any]) -> dict[str, Any]:

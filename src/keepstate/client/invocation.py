@@ -28,6 +28,7 @@ from ..ops import Op
 from ..scope import AsyncScope, AsyncScopeOps, Items, Page, Scope, ScopeOps, Versioned
 from . import state_calls
 from ._core import Call
+from .calls import Multitask
 from .records import Claim, Emitted, Run
 from .state_calls import StateTarget
 
@@ -195,7 +196,7 @@ class Invocation(_Facts):
         self,
         claim: Claim,
         state: State,
-        start_run: Callable[[str, Any, str | None], Run],
+        start_run: Callable[[str, Any, str | None, Multitask | None], Run],
         memory: Memory,
         emit: Emit,
     ) -> None:
@@ -215,9 +216,12 @@ class Invocation(_Facts):
         none; the seq of the last. At most 100 a call (``TooLarge``); also refreshes ``cancel_requested``."""
         return self._emitted(self._emit(list(events)))
 
-    def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:
-        """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's."""
-        return self._start_run(agent, input, session_id)
+    def start_run(
+        self, agent: str, input: Any = None, session_id: str | None = None, multitask: Multitask | None = None
+    ) -> Run:
+        """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's.
+        ``multitask``: what happens while ``session_id`` has a run active (``Runs.start``; reject when None)."""
+        return self._start_run(agent, input, session_id, multitask)
 
 
 class AsyncInvocation(_Facts):
@@ -227,7 +231,7 @@ class AsyncInvocation(_Facts):
         self,
         claim: Claim,
         state: AsyncState,
-        start_run: Callable[[str, Any, str | None], Awaitable[Run]],
+        start_run: Callable[[str, Any, str | None, Multitask | None], Awaitable[Run]],
         memory: AsyncMemory,
         emit: AsyncEmit,
     ) -> None:
@@ -247,6 +251,9 @@ class AsyncInvocation(_Facts):
         none; the seq of the last. At most 100 a call (``TooLarge``); also refreshes ``cancel_requested``."""
         return self._emitted(await self._emit(list(events)))
 
-    async def start_run(self, agent: str, input: Any = None, session_id: str | None = None) -> Run:
-        """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's."""
-        return await self._start_run(agent, input, session_id)
+    async def start_run(
+        self, agent: str, input: Any = None, session_id: str | None = None, multitask: Multitask | None = None
+    ) -> Run:
+        """Start a child run of ``agent``: its ``parent_id`` is this run and its ``user`` this run's.
+        ``multitask``: what happens while ``session_id`` has a run active (``Runs.start``; reject when None)."""
+        return await self._start_run(agent, input, session_id, multitask)

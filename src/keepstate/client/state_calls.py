@@ -3,11 +3,14 @@
 A ``StateTarget`` is where one scope's state lives over HTTP: ``/v0/state/{scope}`` with the run
 token (an agent), or a caller's prefix (``/v0/sessions/{id}/state/{agent}``, …) with the client's key.
 Values are checked and sized here as the embedded store checks them, so a bad value never leaves the
-process; the server checks again.
+process; the server checks again. Every write (and a batch) is a ``Call.write``: it carries its own
+``Idempotency-Key``, so it is retried after a lost answer and still applied once — a ``pop`` pops one
+item and answers it, however many attempts reach the server.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -46,28 +49,29 @@ class StateTarget:
     def key_path(self, key: str, action: str = "") -> str:
         return f"{self.prefix}/{segment(values.check_key(key))}" + (f"/{action}" if action else "")
 
-    def call(
+    def read(self, path: str, parse: Any, params: dict[str, str] | None = None, absent: Any = None) -> Call[Any]:
+        return Call("GET", path, parse, safe=True, **self._fields(params, absent))
+
+    def write(
         self,
         method: str,
         path: str,
         parse: Any,
         content: bytes | None = None,
-        safe: bool = False,
         params: dict[str, str] | None = None,
         absent: Any = None,
     ) -> Call[Any]:
-        return Call(
-            method,
-            path,
-            parse,
-            content,
-            params or {},
-            auth=self.auth,
-            token=self.token,
-            safe=safe,
-            absent=absent,
-            absent_names_key=self.auth == "key",
-        )
+        """A write to this scope, with its own idempotency key (``Call.write``)."""
+        return Call.write(method, path, parse, content, **self._fields(params, absent))
+
+    def _fields(self, params: dict[str, str] | None, absent: Any) -> dict[str, Any]:
+        return {
+            "params": params or {},
+            "auth": self.auth,
+            "token": self.token,
+            "absent": absent,
+            "absent_names_key": self.auth == "key",
+        }
 
 
 def _body(fields: dict[str, Any]) -> bytes:
@@ -107,7 +111,7 @@ def get(target: StateTarget, key: str) -> Call[Versioned]:
     def parse(answer: Any) -> Versioned:
         return Versioned(answer.get("value"), int(answer["version"]))
 
-    return target.call("GET", target.key_path(key), parse, safe=True, absent=lambda: Versioned(None, 0))
+    return target.read(target.key_path(key), parse, absent=lambda: Versioned(None, 0))
 
 
 def expires_at(target: StateTarget, key: str) -> Call[int | None]:
@@ -115,23 +119,21 @@ def expires_at(target: StateTarget, key: str) -> Call[int | None]:
         found = answer.get("expires_at")
         return None if found is None else int(found)
 
-    return target.call("GET", target.key_path(key), parse, safe=True, absent=lambda: None)
+    return target.read(target.key_path(key), parse, absent=lambda: None)
 
 
 def put(target: StateTarget, key: str, value: Any, if_version: int | None, ttl_ms: int | None) -> Call[int]:
     content = _body({"value": _value(value), "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("PUT", target.key_path(key), _version, content, safe=if_version is not None)
+    return target.write("PUT", target.key_path(key), _version, content)
 
 
 def delete(target: StateTarget, key: str, if_version: int | None) -> Call[None]:
-    return target.call(
-        "DELETE", target.key_path(key), _none, params=query(if_version=if_version), safe=if_version is not None
-    )
+    return target.write("DELETE", target.key_path(key), _none, params=query(if_version=if_version))
 
 
 def append(target: StateTarget, key: str, items: list[Any], ttl_ms: int | None) -> Call[Appended]:
     content = _body({"items": _items(items), "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("POST", target.key_path(key, "append"), _appended, content)
+    return target.write("POST", target.key_path(key, "append"), _appended, content)
 
 
 def keys(target: StateTarget, prefix: str, after: str, limit: int) -> Call[Page]:
@@ -140,59 +142,49 @@ def keys(target: StateTarget, prefix: str, after: str, limit: int) -> Call[Page]
         return page, answer.get("next")
 
     params = query(prefix=prefix or None, after=after or None, limit=limit)
-    return target.call("GET", target.prefix + "/", parse, params=params, safe=True)
+    return target.read(target.prefix + "/", parse, params=params)
 
 
 def tail(target: StateTarget, key: str, n: int) -> Call[Items]:
-    return target.call(
-        "GET", target.key_path(key), _list, params=query(tail=n), safe=True, absent=lambda: Items([], 0, 0)
-    )
+    return target.read(target.key_path(key), _list, params=query(tail=n), absent=lambda: Items([], 0, 0))
 
 
 def items(target: StateTarget, key: str, start: int, limit: int) -> Call[Items]:
-    return target.call(
-        "GET",
-        target.key_path(key),
-        _list,
-        params=query(start=start, limit=limit),
-        safe=True,
-        absent=lambda: Items([], 0, 0),
+    return target.read(
+        target.key_path(key), _list, params=query(start=start, limit=limit), absent=lambda: Items([], 0, 0)
     )
 
 
 def trim(target: StateTarget, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> Call[Appended]:
     content = _body({"keep_last": keep_last, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("POST", target.key_path(key, "trim"), _appended, content, safe=if_version is not None)
+    return target.write("POST", target.key_path(key, "trim"), _appended, content)
 
 
 def pop(target: StateTarget, key: str, if_version: int | None) -> Call[Any]:
     content = _body({"if_version": if_version})
-    return target.call(
-        "POST",
-        target.key_path(key, "pop"),
-        lambda a: a.get("item"),
-        content,
-        safe=if_version is not None,
-        absent=lambda: None,
-    )
+    return target.write("POST", target.key_path(key, "pop"), lambda a: a.get("item"), content, absent=lambda: None)
 
 
 def incr(target: StateTarget, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> Call[int]:
     content = _body({"by": by, "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("POST", target.key_path(key, "incr"), _counted, content, safe=if_version is not None)
+    return target.write("POST", target.key_path(key, "incr"), _counted, content)
 
 
 def patch(target: StateTarget, key: str, merge: Any, if_version: int | None, ttl_ms: int | None) -> Call[Any]:
     content = _body({"patch": values.encode(merge), "if_version": if_version, "ttl_seconds": _ttl_seconds(ttl_ms)})
-    return target.call("PATCH", target.key_path(key), _patched, content, safe=if_version is not None)
+    return target.write("PATCH", target.key_path(key), _patched, content)
 
 
 def write(target: StateTarget, op: Op[T]) -> Call[T]:
-    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``)."""
+    """The State API call of one write (its own route: a put is a ``PUT``, an append a ``POST …/append``).
+    Its ``Idempotency-Key`` is the op's own when the caller gave one (``idempotency_key=``, to repeat a
+    write across calls or processes), else the fresh one of its ``Call.write``."""
     make = _WRITES.get(op.kind)
     if make is None:
         raise ops.unknown(op.kind)
     call: Call[T] = make(target, op)
+    if op.idempotency_key is not None:
+        call = dataclasses.replace(call, idempotency_key=op.idempotency_key)
     return call
 
 
@@ -243,7 +235,7 @@ def batch(token: str, planned: Sequence[Planned], targets: Sequence[StateTarget]
     def parse(answer: Any) -> list[Any]:
         return [_ANSWERS[plan.op.kind](result) for plan, result in zip(planned, answer["results"], strict=True)]
 
-    return Call("POST", "/v0/state/batch", parse, content, auth="token", token=token)
+    return Call.write("POST", "/v0/state/batch", parse, content, auth="token", token=token)
 
 
 def _op(op: Op[Any], scope: str) -> bytes:

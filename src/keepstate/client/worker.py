@@ -36,6 +36,7 @@ from ._worker_core import (
     log,
     outcome_call,
 )
+from .calls import Multitask
 from .invocation import HoldRequested, Invocation, http_state
 from .memory_calls import HttpMemoryOps, run_target
 from .records import Claim, Run
@@ -209,9 +210,9 @@ class Worker(AgentRegistration):
         except KeepstateError as refused:
             log.warning("could not report %s: %s", describe(claim, error), refused)
 
-    def _child_starter(self, token: str) -> Callable[[str, Any, str | None], Run]:
-        def start(agent: str, input: Any, session_id: str | None) -> Run:
-            result: Run = self._send(calls.start_run(agent, input, session_id, None, token=token))
+    def _child_starter(self, token: str) -> Callable[[str, Any, str | None, Multitask | None], Run]:
+        def start(agent: str, input: Any, session_id: str | None, multitask: Multitask | None) -> Run:
+            result: Run = self._send(calls.start_run(agent, input, session_id, None, token=token, multitask=multitask))
             return result
 
         return start

@@ -28,7 +28,7 @@ from ..event_rules import check_events
 from ..protocol import (
     MAX_RUN_EVENTS,
 )
-from ..stores.records import FINAL, StoredEvent, StoredRun
+from ..stores.records import FINAL, Emitted, StoredEvent, StoredRun
 from . import auth
 from .models import Caller
 from .service import Platform, require
@@ -59,8 +59,8 @@ class RunEvents:
     async def aclose(self) -> None:
         await self.waiters.aclose()
 
-    async def emit(self, token: str | None, invocation_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Append the body's events to the token's run, all or none: ``{seq, cancel_requested}``.
+    async def emit(self, token: str | None, invocation_id: str, body: dict[str, Any]) -> Emitted:
+        """Append the body's events to the token's run, all or none: the last ``seq`` and ``cancel_requested``.
         Unauthorized unless the token's invocation runs (never after its run's final event)."""
         events = check_events(body.get("events"))
         if not token:
@@ -70,7 +70,7 @@ class RunEvents:
         if emitted is None:
             raise Unauthorized("run token is not valid for this invocation (not running, or lease ran out)")
         self.log.written()
-        return {"seq": emitted.seq, "cancel_requested": emitted.cancel_requested}
+        return emitted
 
     async def page(self, caller: Caller, run_id: str, after: int, limit: int) -> tuple[list[StoredEvent], int | None]:
         """Up to ``limit`` events after ``after``, and ``next``: the ``after`` of the next call (the last

@@ -22,7 +22,7 @@ from .. import protocol, values, writes
 from ..errors import InvalidRequest, KeepstateError, NoSession, NotFound, NoUser, VersionConflict
 from ..scope import check_if_version, scope_namespace
 from ..stores.base import StateFacet
-from ..stores.records import SCOPE_KINDS, Entry, ListPage, RunContext
+from ..stores.records import SCOPE_KINDS, BatchOp, Entry, ListPage, RunContext
 from .models import Caller
 from .service import Platform, lease_alive, require, require_run_token
 
@@ -222,19 +222,20 @@ class StateApi:
             ns, key, writes.patcher_of(fields["patch"]), fields["if_version"], fields["ttl_ms"]
         )
 
-    async def batch(self, ctx: RunContext, body: dict[str, Any]) -> list[tuple[str, Any]]:
-        """``POST /v0/state/batch``: the ops of one invocation's scopes, all or none; each op's kind and
-        the facet's answer to it."""
+    def plan_batch(self, ctx: RunContext, body: dict[str, Any]) -> list[BatchOp]:
+        """``POST /v0/state/batch``'s ops, checked, in the namespaces of one invocation's scopes."""
         ops = body.get("ops")
         if not isinstance(ops, list):
             raise InvalidRequest("ops must be a list")
         writes.check_batch_size(ops)
-        planned = [_batch_op(ctx, index, op) for index, op in enumerate(ops)]
+        return [_batch_op(ctx, index, op) for index, op in enumerate(ops)]
+
+    async def batch(self, planned: list[BatchOp]) -> list[Any]:
+        """The planned ops, all or none: the facet's answer to each."""
         try:
-            answers = await self.backend.batch(planned)
+            return await self.backend.batch(planned)
         except VersionConflict as error:
             raise writes.scoped_conflicts(error) from None
-        return list(zip((op.op for op in planned), answers, strict=True))
 
 
 def _batch_op(ctx: RunContext, index: int, op: object) -> Any:

@@ -27,6 +27,7 @@ from functools import partial
 from ..clock import DAY_MS, days_ago, now_ms
 from ..errors import KeepstateError
 from ..stores.base import LEASE_SPACES, Database, LeaseFacet, PlatformFacet, StateFacet
+from ..stores.remembered import KEEP_MS
 from .invocations import Invocations
 from .service import Platform
 
@@ -52,6 +53,8 @@ PURGE_FIRST_S = 1.0
 SESSION_GRACE_DAYS = 1.0
 """A session-store session is purged this long after its ``expires_at`` (it stays readable until then)."""
 SESSIONS_SWEEP_S = 60.0
+ANSWERS_SWEEP_S = 600.0
+"""How often a server forgets the answers of idempotent writes past ``remembered.KEEP_MS``."""
 
 
 async def purge(
@@ -71,6 +74,12 @@ async def purge_sessions(leases: Sequence[LeaseFacet], before: int, batch: int =
     that expired before ``before``, a batch at a time; how many went. A session whose expiry is suspended
     (executing) stays."""
     return sum([await in_batches(partial(facet.purge, before), batch, PURGE_PAUSE_S, None) for facet in leases])
+
+
+async def forget_answers(repo: PlatformFacet, now: int, batch: int = PURGE_BATCH) -> int:
+    """Forget the answers of idempotent writes kept longer than ``remembered.KEEP_MS``, a batch at a
+    time; how many went."""
+    return await in_batches(partial(repo.purge_remembered, now - KEEP_MS), batch, PURGE_PAUSE_S, None)
 
 
 async def lease_spaces(database: Database) -> list[LeaseFacet]:
@@ -133,9 +142,11 @@ class Upkeep:
         self.platform = invocations.platform
         self.retention_days = retention_days
         self.leases = leases
-        self.counts = {"interrupted": 0, "expired": 0, "purged": 0, "keys_expired": 0, "sessions_purged": 0}
-        """Runs this process's sweeps interrupted, expired and purged, expired keys it freed and session-store
-        records it purged (metrics)."""
+        self.counts = dict.fromkeys(
+            ("interrupted", "expired", "purged", "keys_expired", "sessions_purged", "answers_forgotten"), 0
+        )
+        """Runs this process's sweeps interrupted, expired and purged, expired keys it freed, session-store
+        records it purged and idempotent writes' answers it forgot (metrics)."""
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -143,6 +154,7 @@ class Upkeep:
         self._spawn("interrupted", lease_period, self.invocations.sweep)
         self._spawn("expired", QUEUE_SWEEP_S, lambda: expire_queued(self.platform))
         self._spawn("keys_expired", KEYS_SWEEP_S, lambda: free_expired_keys(self.platform.state))
+        self._spawn("answers_forgotten", ANSWERS_SWEEP_S, self._forget_answers, first=PURGE_FIRST_S)
         if self.leases:
             self._spawn("sessions_purged", SESSIONS_SWEEP_S, self._purge_sessions, first=PURGE_FIRST_S)
         if self.retention_days is not None:
@@ -161,6 +173,9 @@ class Upkeep:
         if gone:
             log.info("purged %d finished runs older than %s days", gone, self.retention_days)
         return gone
+
+    async def _forget_answers(self) -> int:
+        return await forget_answers(self.platform.repo, now_ms())
 
     async def _purge_sessions(self) -> int:
         return await purge_sessions(self.leases, days_ago(SESSION_GRACE_DAYS, now_ms()))

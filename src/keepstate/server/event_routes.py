@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..errors import InvalidRequest, KeepstateError
+from ..platform.auth import hash_secret
 from ..platform.run_events import RunEvents
-from ..protocol import DEFAULT_PAGE, MAX_PAGE
-from ..stores.records import StoredEvent
-from .http import json_object, json_response, query_int
-from .routes import invocation_token, key_caller, record_id, resource
+from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
+from ..stores.records import Emitted, StoredEvent
+from ..stores.remembered import Answer
+from . import idempotent
+from .http import json_response, parse_body, query_int, read_body
+from .routes import invocation_token, key_caller, once, platform, record_id, resource
 
 log = logging.getLogger("keepstate.events")
 
@@ -37,9 +41,21 @@ def run_events(request: Request) -> RunEvents:
 
 
 async def emit(request: Request) -> Response:
+    caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER))
+    replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
+    if replayed is not None:
+        return replayed
     token, inv_id = await invocation_token(request)
-    body = await json_object(request)
-    return json_response(await run_events(request).emit(token, inv_id, body))
+    body = await read_body(request)
+    fields = await parse_body(body)
+    work = partial(run_events(request).emit, token, inv_id, fields)
+    return await once(request, f"token:{hash_secret(token)}", body, work, _emitted)
+
+
+def _emitted(emitted: Emitted | None) -> Answer | None:
+    if emitted is None:
+        return None
+    return idempotent.json_answer({"seq": emitted.seq, "cancel_requested": emitted.cancel_requested})
 
 
 async def read(request: Request) -> Response:

@@ -236,6 +236,7 @@ SWEPT = {
     "purged": "Finished runs this process purged (--retention-days)",
     "keys_expired": "Expired state keys this process's sweeps freed (their values and list items)",
     "sessions_purged": "Session-store records this process purged (a day after they expired)",
+    "answers_forgotten": "Answers of idempotent writes this process forgot (a day after they were kept)",
 }
 
 

@@ -182,8 +182,10 @@ ERROR_TEXT = {
     403: "forbidden",
     404: "not_found",
     409: "version_conflict (current_version; conflicts for a batch), not_a_list, not_an_integer, "
-    "no_session, no_user, no_embedder, session_busy, not_held, session_locked, lease_lost",
+    "no_session, no_user, no_embedder, session_busy, not_held, session_locked, lease_lost, "
+    "idempotency_in_flight (an Idempotency-Key's first write still being applied after 10 s)",
     413: "too_large",
+    422: "idempotency_mismatch (an Idempotency-Key used again with another route or body)",
     503: "unavailable (header Retry-After)",
 }
 RESPONSES = {f"E{status}": ok(ref("Error"), text) for status, text in ERROR_TEXT.items()}
@@ -757,6 +759,46 @@ def session_store_paths(prefix: str) -> Obj:
 
 
 PATHS.update(session_store_paths("/v0/session-stores/{space}/sessions/{id}"))
+
+IDEMPOTENCY_KEY: Obj = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "schema": NAME,
+    "description": "Apply this write once: a repeat with the same key (the caller's own), route and body "
+    "answers the first answer again with `Idempotent-Replayed: true` and writes nothing; kept 24 hours",
+}
+REPLAYED: Obj = {"description": "`true` on an answer given before to this Idempotency-Key", "schema": STR}
+WRITES = ("put", "patch", "delete", "post")
+"""Every such operation of these paths is a write that takes an ``Idempotency-Key``."""
+
+
+def idempotent(path: str) -> bool:
+    """The write routes of ``http-api.md``'s "Idempotent writes": state, runs, decisions, cancels, events,
+    complete/fail/hold (not keys, sessions, memory or session stores)."""
+    if "/state" in path:
+        return True
+    tails = ("/decision", "/cancel", "/events", "/complete", "/fail", "/hold")
+    return path == "/v0/runs" or (path.startswith(("/v0/runs/", "/v0/invocations/")) and path.endswith(tails))
+
+
+def with_idempotency_keys(paths: Obj) -> None:
+    """The header, its replay mark and its two refusals on every idempotent write."""
+    for path, methods in paths.items():
+        if not idempotent(path):
+            continue
+        for method, operation in methods.items():
+            if method not in WRITES:
+                continue
+            operation["parameters"] = [*operation.get("parameters", []), IDEMPOTENCY_KEY]
+            operation["responses"].setdefault("409", {"$ref": "#/components/responses/E409"})
+            operation["responses"]["422"] = {"$ref": "#/components/responses/E422"}
+            for status, answer in operation["responses"].items():
+                if status.startswith("2") and "$ref" not in answer:
+                    answer["headers"] = {"Idempotent-Replayed": REPLAYED}
+
+
+with_idempotency_keys(PATHS)
 
 DOCUMENT: Obj = {
     "openapi": "3.1.0",

@@ -8,6 +8,7 @@ Errors are raised as ``KeepstateError`` and written by the one handler in ``app.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 from starlette.requests import Request
@@ -16,19 +17,24 @@ from starlette.routing import Route
 
 from .. import values
 from ..errors import InvalidRequest, NotFound
+from ..platform.auth import hash_secret
 from ..platform.invocations import Invocations, check_agents
 from ..platform.models import Caller
 from ..platform.service import Platform
 from ..protocol import DEFAULT_PAGE, MAX_CLAIM_WAIT_S, MAX_PAGE, MAX_RUN_WAIT_S, RUN_TOKEN_HEADER
-from ..stores.records import RUN_STATUSES
+from ..stores.records import RUN_STATUSES, StoredRun
+from ..stores.remembered import Answer
+from . import idempotent
 from .http import (
     body_seconds,
     json_object,
     json_response,
     no_content,
+    parse_body,
     query_int,
     query_name,
     query_seconds,
+    read_body,
 )
 
 T = TypeVar("T")
@@ -133,8 +139,15 @@ async def delete_session(request: Request) -> Response:
 async def start_run(request: Request) -> Response:
     token = request.headers.get(RUN_TOKEN_HEADER)
     caller = await (run_caller(request) if token else key_caller(request))
-    run, created = await platform(request).start_run(caller, await json_object(request))
-    return json_response(run.public(), 202 if created else 200)
+    body = await read_body(request)
+    fields = await parse_body(body)
+    scope = idempotent.token_caller(token) or idempotent.key_caller(caller)
+
+    def started(answer: tuple[StoredRun, bool]) -> Answer:
+        run, created = answer
+        return idempotent.json_answer(run.public(), 202 if created else 200)
+
+    return await once(request, scope, body, lambda: platform(request).start_run(caller, fields), started)
 
 
 async def get_run(request: Request) -> Response:
@@ -161,14 +174,31 @@ async def list_runs(request: Request) -> Response:
 
 async def decide_run(request: Request) -> Response:
     caller = await key_caller(request)
-    run = await platform(request).decide(caller, record_id(request, "run_id"), await json_object(request))
-    return json_response(run.public())
+    run_id = record_id(request, "run_id")
+    body = await read_body(request)
+    fields = await parse_body(body)
+    work = partial(platform(request).decide, caller, run_id, fields)
+    return await once(request, idempotent.key_caller(caller), body, work, _run_answer)
 
 
 async def cancel_run(request: Request) -> Response:
     caller = await key_caller(request)
-    await json_object(request, optional=True)
-    return json_response((await platform(request).cancel(caller, record_id(request, "run_id"))).public())
+    run_id = record_id(request, "run_id")
+    body = await read_body(request)
+    await parse_body(body, optional=True)
+    work = partial(platform(request).cancel, caller, run_id)
+    return await once(request, idempotent.key_caller(caller), body, work, _run_answer)
+
+
+def _run_answer(run: StoredRun | None) -> Answer | None:
+    return None if run is None else idempotent.json_answer(run.public())
+
+
+async def once(
+    request: Request, caller: str, body: bytes, work: Callable[[], Awaitable[T]], render: idempotent.Render
+) -> Response:
+    """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``)."""
+    return await idempotent.respond_once(request, platform(request).repo, caller, body, work, render)
 
 
 # agents
@@ -200,12 +230,21 @@ async def heartbeat(request: Request) -> Response:
 
 def finisher(kind: str) -> Endpoint:
     async def finish(request: Request) -> Response:
+        caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER))
+        replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
+        if replayed is not None:
+            return replayed
         token, inv_id = await invocation_token(request)
-        body = await json_object(request, optional=kind != "fail")
-        run = await invocations(request).finish(token, inv_id, kind, body)
-        return json_response({"ok": True, "run_id": run.id, "status": run.status})
+        body = await read_body(request)
+        fields = await parse_body(body, optional=kind != "fail")
+        work = partial(invocations(request).finish, token, inv_id, kind, fields)
+        return await once(request, f"token:{hash_secret(token)}", body, work, _finished)
 
     return finish
+
+
+def _finished(run: StoredRun | None) -> Answer | None:
+    return None if run is None else idempotent.json_answer({"ok": True, "run_id": run.id, "status": run.status})
 
 
 async def invocation_token(request: Request) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -33,11 +33,16 @@ from ..platform.state import Address, StateApi
 from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
 from ..scope import check_if_version
 from ..stores.records import RunContext
+from ..stores.remembered import Answer
+from . import idempotent
 from .http import parse_body, query_int, receive_body
+
+T = TypeVar("T")
 
 _TOKEN = RUN_TOKEN_HEADER.encode()
 _AUTHORIZATION = b"authorization"
 _CONTENT_LENGTH = b"content-length"
+_IDEMPOTENCY_KEY = idempotent.HEADER.encode()
 _JSON = (b"content-type", b"application/json")
 
 
@@ -45,7 +50,7 @@ class StateCall:
     """One state request as a handler sees it: its address, key, query and body, and the credential,
     which each handler checks first (``namespace``; a run token's GET checks it with its read)."""
 
-    __slots__ = ("address", "api", "key", "platform", "receive", "scope")
+    __slots__ = ("address", "api", "body", "key", "platform", "receive", "scope")
 
     def __init__(
         self, scope: Scope, receive: Receive, platform: Platform, api: StateApi, address: Address, key: str
@@ -56,6 +61,7 @@ class StateCall:
         self.api = api
         self.address = address
         self.key = key
+        self.body: bytes | None = None
 
     @property
     def token(self) -> str | None:
@@ -80,8 +86,27 @@ class StateCall:
         return QueryParams(self.scope["query_string"])
 
     async def json_object(self, optional: bool = False) -> dict[str, Any]:
-        body = await receive_body(self.receive, header(self.scope, _CONTENT_LENGTH))
-        return await parse_body(body, optional)
+        self.body = await receive_body(self.receive, header(self.scope, _CONTENT_LENGTH))
+        return await parse_body(self.body, optional)
+
+    async def write(self, work: Callable[[], Awaitable[T]], render: Callable[[T], bytes], status: int = 200) -> bytes:
+        """The write's answer body; with an ``Idempotency-Key``, run once and remembered (``idempotent.py``),
+        a repeat raising ``Replayed``. ``render`` gets what the store's write returned (None: nothing)."""
+        key = idempotent.idempotency_key(header(self.scope, _IDEMPOTENCY_KEY))
+        if key is None:
+            return render(await work())
+        if self.address.kind == "token":
+            caller = idempotent.token_caller(self.token)
+            assert caller is not None  # the token was checked before the write
+        else:
+            caller = idempotent.key_caller(await self.platform.authenticate(header(self.scope, _AUTHORIZATION)))
+        print_ = idempotent.fingerprint(self.scope, self.body or b"")
+
+        def answer(result: Any) -> Answer | None:
+            return None if result is None and status == 200 else Answer(status, render(result))
+
+        answered = await idempotent.answer_once(self.platform.repo, caller, key, print_, work, answer)
+        return answered.body
 
 
 Handler = Callable[[StateCall], Awaitable[bytes | None]]
@@ -101,7 +126,10 @@ async def respond(found: Match, scope: Scope, receive: Receive, send: Send) -> i
     """Run the match's handler and send its JSON (or 204); the status sent (errors are raised, not sent)."""
     assert found.handler is not None
     state = scope["app"].state
-    body = await found.handler(StateCall(scope, receive, state.platform, state.state_api, found.address, found.key))
+    try:
+        body = await found.handler(StateCall(scope, receive, state.platform, state.state_api, found.address, found.key))
+    except idempotent.Replayed as replayed:
+        return await send_replayed(replayed.answer, send)
     if body is None:
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -110,6 +138,16 @@ async def respond(found: Match, scope: Scope, receive: Receive, send: Send) -> i
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
     return 200
+
+
+async def send_replayed(answer: Answer, send: Send) -> int:
+    """A remembered answer sent again, marked as such."""
+    headers = [_JSON, (b"idempotent-replayed", b"true")]
+    if answer.body:
+        headers.insert(0, (_CONTENT_LENGTH, str(len(answer.body)).encode()))
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.body})
+    return answer.status
 
 
 def _int_query(call: StateCall, name: str) -> int | None:
@@ -143,21 +181,29 @@ async def state_get(call: StateCall) -> bytes:
 
 async def state_put(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    version = await call.api.put(ns, call.key, await call.json_object())
-    return b'{"version":' + str(version).encode() + b"}"
+    body = await call.json_object()
+    return await call.write(lambda: call.api.put(ns, call.key, body), _versioned)
+
+
+def _versioned(version: int) -> bytes:
+    return b'{"version":%d}' % version
 
 
 async def state_patch(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    data, version = await call.api.patch(ns, call.key, await call.json_object())
-    return b'{"value":' + data + b',"version":%d}' % version
+    body = await call.json_object()
+    return await call.write(lambda: call.api.patch(ns, call.key, body), _patched)
+
+
+def _patched(answer: tuple[bytes, int]) -> bytes:
+    return b'{"value":' + answer[0] + b',"version":%d}' % answer[1]
 
 
 async def state_delete(call: StateCall) -> None:
     ns = await call.namespace()
     if_version = call.query_params.get("if_version")
     version = None if if_version in (None, "") else check_if_version(_if_version(if_version))
-    await call.api.delete(ns, call.key, version)
+    await call.write(lambda: call.api.delete(ns, call.key, version), lambda _: b"", 204)
 
 
 def _if_version(text: str | None) -> int:
@@ -168,26 +214,39 @@ def _if_version(text: str | None) -> int:
 
 async def state_append(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    version, length = await call.api.append(ns, call.key, await call.json_object())
-    return b'{"version":%d,"length":%d}' % (version, length)
+    body = await call.json_object()
+    return await call.write(lambda: call.api.append(ns, call.key, body), _sized)
+
+
+def _sized(answer: tuple[int, int]) -> bytes:
+    return b'{"version":%d,"length":%d}' % tuple(answer)
 
 
 async def state_trim(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    version, length = await call.api.trim(ns, call.key, await call.json_object())
-    return b'{"version":%d,"length":%d}' % (version, length)
+    body = await call.json_object()
+    return await call.write(lambda: call.api.trim(ns, call.key, body), _sized)
 
 
 async def state_pop(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    item, version, length = await call.api.pop(ns, call.key, await call.json_object(optional=True))
+    body = await call.json_object(optional=True)
+    return await call.write(lambda: call.api.pop(ns, call.key, body), _popped)
+
+
+def _popped(answer: tuple[bytes, int, int]) -> bytes:
+    item, version, length = answer
     return b'{"item":' + item + b',"version":%d,"length":%d}' % (version, length)
 
 
 async def state_incr(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
-    value, version = await call.api.incr(ns, call.key, await call.json_object(optional=True))
-    return b'{"value":%d,"version":%d}' % (value, version)
+    body = await call.json_object(optional=True)
+    return await call.write(lambda: call.api.incr(ns, call.key, body), _counted)
+
+
+def _counted(answer: tuple[int, int]) -> bytes:
+    return b'{"value":%d,"version":%d}' % tuple(answer)
 
 
 async def state_keys(call: StateCall) -> bytes:
@@ -200,8 +259,13 @@ async def state_keys(call: StateCall) -> bytes:
 
 async def state_batch(call: StateCall) -> bytes:
     run = await call.run()
-    answered = await call.api.batch(run, await call.json_object())
-    return b'{"results":[' + b",".join(_batch_answer(op, answer) for op, answer in answered) + b"]}"
+    planned = call.api.plan_batch(run, await call.json_object())
+
+    def results(answers: list[Any]) -> bytes:
+        parts = (_batch_answer(op.op, answer) for op, answer in zip(planned, answers, strict=True))
+        return b'{"results":[' + b",".join(parts) + b"]}"
+
+    return await call.write(lambda: call.api.batch(planned), results)
 
 
 def _batch_answer(op: str, answer: Any) -> bytes:

@@ -45,7 +45,7 @@ from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..errors import InvalidRequest
 from ..search import Query
@@ -81,7 +81,10 @@ from .records import (
     StoredRun,
     StoredSession,
 )
+from .remembered import Answer, Memo, Remembered
 from .session_forks import Cuts
+
+T = TypeVar("T")
 
 Row = tuple[Any, ...]
 LeaseAndEntry = tuple[int | None, Entry | None]
@@ -531,6 +534,29 @@ class PlatformFacet(ABC):
     @abstractmethod
     async def count_purgeable(self, before: int) -> int:
         """How many runs ``purge_runs(before, ...)`` would delete in all (a dry run)."""
+
+    # idempotent writes (``remembered.py``)
+    @abstractmethod
+    async def recall(self, caller: str, key: str) -> Remembered | None:
+        """The answer ``caller``'s ``key`` holds, if a write with it finished (committed or refused)."""
+
+    @abstractmethod
+    async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        """Run ``work`` (one write through this store's facets) so that its effect and ``memo``'s answer
+        commit in one atomic step; or, when the key already holds an answer, write nothing and return
+        that. ``IdempotencyInFlight`` when the key's first write is still running after ``IN_FLIGHT_S``."""
+
+    @abstractmethod
+    async def keep(self, memo: Memo, answer: Answer, now: int) -> None:
+        """Remember the answer of a write that was refused (it wrote nothing), unless the key has one."""
+
+    @abstractmethod
+    async def purge_remembered(self, before: int, limit: int) -> int:
+        """Forget at most ``limit`` answers remembered before ``before`` (ms), the oldest first."""
+
+    @abstractmethod
+    async def count_remembered(self, before: int) -> int:
+        """How many answers ``purge_remembered(before, ...)`` would forget in all (a dry run)."""
 
     # export and import (rows as ``dump.py`` moves them)
     @abstractmethod

@@ -6,15 +6,18 @@ guarded operation is atomic by construction. Nothing survives the process.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from itertools import count, islice
 from typing import Any, TypeVar
 
-from ...errors import InvalidRequest, NotFound, SessionBusy
+from ...clock import now_ms
+from ...errors import IdempotencyInFlight, InvalidRequest, NotFound, SessionBusy
 from ..base import PlatformFacet, RunEventLog
 from ..records import (
     ACTIVE,
@@ -33,6 +36,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered
 from ..session_forks import Forked
 from .events import MemoryEventLog
 
@@ -57,6 +61,8 @@ class MemoryPlatform(PlatformFacet):
         """Registering and deleting a session each take it: the sync embedded store registers from its own
         loop thread while a server's loop may delete, and both read, then change, two tables."""
         self._events = MemoryEventLog(self._live_run)
+        self._remembered: dict[tuple[str, str], tuple[Remembered, int]] = {}  # (caller, key) -> answer, when
+        self._in_flight: set[tuple[str, str]] = set()
 
     @property
     def events(self) -> RunEventLog:
@@ -449,6 +455,44 @@ class MemoryPlatform(PlatformFacet):
     async def count_purgeable(self, before: int) -> int:
         return sum(1 for run in self._runs.values() if _purgeable(run, before))
 
+    async def recall(self, caller: str, key: str) -> Remembered | None:
+        found = self._remembered.get((caller, key))
+        return None if found is None else found[0]
+
+    async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        """The key is held in flight while ``work`` runs; a repeat polls for its end (memory:// serves
+        one process, and a repeat racing its first write is rare: no wakeup machinery for it)."""
+        name = (memo.caller, memo.key)
+        deadline = time.monotonic() + IN_FLIGHT_S
+        while name in self._in_flight:
+            if time.monotonic() > deadline:
+                raise IdempotencyInFlight(f"a write with idempotency key {memo.key!r} is still being applied")
+            await asyncio.sleep(0.01)
+        found = self._remembered.get(name)
+        if found is not None:
+            return found[0]
+        self._in_flight.add(name)
+        try:
+            result = await work()
+            answer = memo.render(result)
+            if answer is not None:
+                self._remembered[name] = (Remembered(memo.fingerprint, answer), now_ms())
+            return result
+        finally:
+            self._in_flight.discard(name)
+
+    async def keep(self, memo: Memo, answer: Answer, now: int) -> None:
+        self._remembered.setdefault((memo.caller, memo.key), (Remembered(memo.fingerprint, answer), now))
+
+    async def count_remembered(self, before: int) -> int:
+        return sum(1 for _, when in self._remembered.values() if when < before)
+
+    async def purge_remembered(self, before: int, limit: int) -> int:
+        old = heapq.nsmallest(limit, (item for item in self._remembered.items() if item[1][1] < before), key=_age)
+        for name, _ in old:
+            del self._remembered[name]
+        return len(old)
+
     async def dump(self, table: str) -> list[dict[str, Any]]:
         raise InvalidRequest("export needs a store that outlives the process: sqlite:/// or postgresql://")
 
@@ -475,3 +519,7 @@ def _overdue(deadline: int | None, now: int) -> bool:
 
 def _purgeable(run: StoredRun, before: int) -> bool:
     return run.status in FINAL and run.updated_at < before
+
+
+def _age(item: tuple[tuple[str, str], tuple[Remembered, int]]) -> int:
+    return item[1][1]

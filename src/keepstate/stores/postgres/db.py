@@ -14,6 +14,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ...errors import NotFound, Unavailable
@@ -226,6 +227,11 @@ def open_pool(url: str, max_size: int = 8) -> psycopg_pool.ConnectionPool:
     return pool
 
 
+HELD: ContextVar[tuple[Any, psycopg.AsyncConnection[Any]] | None] = ContextVar("keepstate_pg_held", default=None)
+"""The pool and connection of the idempotent write running in this context (``remembered.py``): every
+statement of its ``work`` runs in that one transaction, nested ``transaction()`` blocks as savepoints."""
+
+
 @asynccontextmanager
 async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
     """A pooled connection, with connection trouble translated to Unavailable.
@@ -234,6 +240,11 @@ async def aconnection(pool: psycopg_pool.AsyncConnectionPool) -> AsyncIterator[p
     can swallow it (see ``raise_lost_cancel``), and a lease renewer cancelled that way renewed
     forever. It is raised here instead, the connection going straight back to the pool.
     """
+    held = HELD.get()
+    if held is not None and held[0] is pool:  # inside an idempotent write's transaction: its connection
+        with translate_errors():
+            yield held[1]
+        return
     wait = DOWN_WAIT_S if getattr(pool, "down", False) else None
     before = cancel_requests()
     with translate_errors():

@@ -10,9 +10,9 @@ top (row locks that make the "other rows" guards true; see its docstring). Conne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import NotFound, SessionBusy
 from .. import dump
@@ -32,10 +32,12 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..remembered import Answer, Memo, Remembered
 from ..session_forks import Forked
 from ..sql import events as events_sql
 from ..sql import platform as sql
 from . import platform_sql as pg_sql
+from . import remembering
 from .db import aconnection
 from .events import PostgresEventLog
 from .platform_sql import pg
@@ -49,6 +51,7 @@ except ImportError as missing:  # pragma: no cover - depends on the install
     raise ImportError("PostgreSQL support needs the extra: pip install 'keepstate[postgres]'") from missing
 
 COMPONENT = "platform"
+T = TypeVar("T")
 Conn = psycopg.AsyncConnection[Any]
 Row = tuple[Any, ...]
 
@@ -318,6 +321,23 @@ class PostgresPlatform(PlatformFacet):
 
     async def purge_runs(self, before: int, limit: int) -> int:
         row = await self._one(pg_sql.PURGE, {"before": before, "limit": limit})
+        return int(row[0]) if row else 0
+
+    async def recall(self, caller: str, key: str) -> Remembered | None:
+        async with self._conn() as conn:
+            return await remembering.recall(conn, caller, key)
+
+    async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        return await remembering.remember(self.pool, memo, work)
+
+    async def keep(self, memo: Memo, answer: Answer, now: int) -> None:
+        await remembering.keep(self.pool, memo, answer, now)
+
+    async def purge_remembered(self, before: int, limit: int) -> int:
+        return await remembering.purge(self.pool, before, limit)
+
+    async def count_remembered(self, before: int) -> int:
+        row = await self._one(remembering.COUNT_OLD, (before,))
         return int(row[0]) if row else 0
 
     async def count_purgeable(self, before: int) -> int:

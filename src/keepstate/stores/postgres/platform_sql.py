@@ -38,7 +38,7 @@ from functools import cache
 
 from ..dump import order_by
 from ..records import DEFAULT_QUEUE_TIMEOUT_MS
-from ..sql import events
+from ..sql import events, remembered
 from ..sql import platform as sql
 
 STEPS = (
@@ -94,6 +94,8 @@ STEPS = (
     sql.SESSION_PARENT,
     # 8: each run's log of events, the platform's written by triggers (sql/events.py)
     events.PG_STEP,
+    # 9: the answers of idempotent writes, kept with their writes (stores/remembered.py)
+    remembered.PG_STEP,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from ..records import DEFAULT_QUEUE_TIMEOUT_MS, FINAL, RunFilter, StoredInvocation, StoredKey, StoredRun, StoredSession
-from . import events
+from . import events, remembered
 
 FINISHED = f"status IN ({', '.join(repr(status) for status in FINAL)})"
 """The runs a purge may delete; the same text in the partial index and the statements, so SQLite uses it."""
@@ -111,6 +111,8 @@ SQLITE_SCHEMA = [
     SESSION_PARENT,
     # 8: each run's log of events, the platform's written by triggers (sql/events.py)
     events.SQLITE_STEP,
+    # 9: the answers of idempotent writes, kept with their writes (stores/remembered.py)
+    remembered.SQLITE_STEP,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"

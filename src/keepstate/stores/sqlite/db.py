@@ -23,11 +23,14 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from ...clock import now_ms
 from ...errors import NotFound, StoreClosed, Unavailable
 from ...values import MAX_VERSION
 from .. import forks
 from ..migrations import pending_steps, split_sql
 from ..records import VERSION_LIMIT, version_limit
+from ..remembered import ARMED
+from . import remembering
 
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 30_000
@@ -254,7 +257,11 @@ class SqliteFile:
                 conn.execute("COMMIT")
 
     async def awrite(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in the writer thread, committed together with other waiting writes."""
+        """Run ``fn`` in the writer thread, committed together with other waiting writes. While an
+        idempotent write's memo is armed (``remembering.py``), its answer is stored with ``fn``."""
+        armed = ARMED.get()
+        if armed is not None and not armed.used:
+            fn = remembering.applied(armed, fn, now_ms())
         if self._writer is None:
             with self._lock:
                 if self._writer is None:

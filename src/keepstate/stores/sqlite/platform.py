@@ -8,10 +8,11 @@ few statements of one operation are atomic together, also against other processe
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ... import offload
+from ...clock import now_ms
 from ...errors import NotFound, SessionBusy
 from .. import dump
 from ..base import PlatformFacet, RunEventLog
@@ -30,9 +31,12 @@ from ..records import (
     agent_stats,
     finished_status,
 )
+from ..remembered import ARMED, Answer, Armed, Memo, Remembered, Replay
 from ..session_forks import Forked
 from ..sql import events as events_sql
 from ..sql import platform as sql
+from ..sql import remembered as remembered_sql
+from . import remembering
 from .db import SqliteFile
 from .events import SqliteEventLog
 
@@ -299,6 +303,36 @@ class SqlitePlatform(PlatformFacet):
             return len(gone)
 
         return await self.db.awrite(write)
+
+    async def recall(self, caller: str, key: str) -> Remembered | None:
+        return await self._read(lambda conn: remembering.recall(conn, caller, key))
+
+    async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        found = await self.recall(memo.caller, memo.key)  # the write checks again, in its transaction
+        if found is not None:
+            return found
+        armed = Armed(memo)
+        token = ARMED.set(armed)
+        try:
+            result = await work()
+        except Replay as replay:
+            return replay.remembered
+        finally:
+            ARMED.reset(token)
+        if not armed.used:  # work wrote nothing (an absent key's delete): its answer still stands
+            answer = memo.render(result)
+            if answer is not None:
+                await self.keep(memo, answer, now_ms())
+        return result
+
+    async def keep(self, memo: Memo, answer: Answer, now: int) -> None:
+        await self.db.awrite(lambda conn: remembering.keep(conn, memo.caller, memo.key, memo.fingerprint, answer, now))
+
+    async def purge_remembered(self, before: int, limit: int) -> int:
+        return await self.db.awrite(lambda conn: conn.execute(remembered_sql.PURGE, (before, limit)).rowcount)
+
+    async def count_remembered(self, before: int) -> int:
+        return int(self.db.fetchone(remembered_sql.COUNT_OLD, (before,))[0])
 
     async def count_purgeable(self, before: int) -> int:
         row = await offload.run("scan", self.db.read, lambda c: c.execute(sql.COUNT_PURGEABLE, (before,)).fetchone())

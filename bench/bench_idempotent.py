@@ -1,0 +1,199 @@
+"""Idempotent writes benchmark: a state write with an ``Idempotency-Key`` against the same write without.
+
+1. **Over HTTP**: ``keepstate serve`` on SQLite and on PostgreSQL, ``CONNECTIONS`` keep-alive connections
+   from a load generator in its own process (``bench_http``'s, each request with a fresh key: the key is
+   a counter written into the request), a run token's ``PUT`` and ``append``; keyed and plain loads
+   alternate, ``ROUNDS`` times: the median of the rounds' ratios of requests per second.
+2. **Embedded**: a ``Scope``'s ``put`` and ``append`` with ``idempotency_key=`` against without, one
+   caller, on SQLite, PostgreSQL and ``memory://``, alternating rounds (``timing.paired``).
+3. **Space**: what one kept answer takes in the store (its table and index over the answers kept).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+import keepstate
+from bench.bench_http import LOADGEN, keepstate_token
+from bench.bench_scaleout import throwaway_schema
+from bench.timing import paired, table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from serverproc import running_server  # noqa: E402
+
+CONNECTIONS = 16
+SECONDS = float(os.environ.get("KEEPSTATE_BENCH_SECONDS", "3"))
+WARMUP = 1.0
+ROUNDS = 3
+EMBEDDED_OPS = int(os.environ.get("KEEPSTATE_BENCH_ONCE_OPS", "300"))
+MARK = b"@KEY@@@@@@@@@@@@"
+"""Where a keyed request's key goes: the load generator writes a fresh one of this width per request."""
+
+KEYED_LOADGEN = LOADGEN.replace(
+    "        writer.write(request)\n",
+    "        sent = request.replace(MARK, (b'%016x' % next(keys))) if MARK in request else request\n"
+    "        writer.write(sent)\n",
+).replace(
+    "request = sys.stdin.buffer.read()\n",
+    "request = sys.stdin.buffer.read()\n"
+    f"MARK = {MARK!r}\n"
+    "import itertools, os\n"
+    "keys = itertools.count(int.from_bytes(os.urandom(6), 'big') << 16)\n",
+)
+
+
+def _request(method: str, path: str, body: bytes, token: str, keyed: int) -> bytes:
+    key = b"Idempotency-Key: " + MARK + b"\r\n" if keyed else b""
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: bench\r\nx-agentos-run-token: {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    ).encode()
+    return head + key + b"\r\n" + body
+
+
+def _load(url: str, request: bytes) -> float:
+    host, port = url.removeprefix("http://").split(":")
+    out = subprocess.run(
+        [sys.executable, "-c", KEYED_LOADGEN, host, port, str(SECONDS), str(WARMUP), str(CONNECTIONS)],
+        input=request,
+        capture_output=True,
+        timeout=SECONDS + 60,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"load generator failed: {out.stderr.decode()[-500:]}")
+    rps: float = json.loads(out.stdout)["rps"]
+    return rps
+
+
+CALLS = {
+    "PUT": ("PUT", "/v0/state/agent/k{load}", b'{"value":{"n":1,"text":"a small state value"}}'),
+    "append": ("POST", "/v0/state/run/log{load}/append", b'{"items":[{"role":"user","content":"hi"}]}'),
+}
+"""Each load writes its own key (``{load}``): a list appended to for seconds would pass the 1 MiB a value may hold."""
+
+
+@contextmanager
+def store_url(backend: str) -> Iterator[str]:
+    if backend == "memory":
+        yield f"memory://{uuid.uuid4().hex}"
+    elif backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="ks-bench-once-") as folder:
+            yield f"sqlite:///{folder}/once.db"
+    else:
+        with throwaway_schema() as url:
+            yield url
+
+
+def http_rows() -> list[tuple[object, ...]]:
+    rows: list[tuple[object, ...]] = []
+    for backend in ("sqlite", "postgres"):
+        with store_url(backend) as url, running_server(url, lease=3600) as server:
+            token = keepstate_token(server.url, server.admin_key)
+            for call, (method, path, body) in CALLS.items():
+                pairs = [
+                    tuple(
+                        _load(server.url, _request(method, path.format(load=f"{n}{k}"), body, token, k)) for k in (0, 1)
+                    )
+                    for n in range(ROUNDS)
+                ]
+                ratios = sorted(k / p for p, k in pairs)
+                plain_rps = sorted(p for p, _ in pairs)[ROUNDS // 2]
+                keyed_rps = sorted(k for _, k in pairs)[ROUNDS // 2]
+                rows.append((backend, call, f"{plain_rps:,.0f}", f"{keyed_rps:,.0f}", f"{ratios[ROUNDS // 2]:.2f}x"))
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                assert client.get("/readyz").status_code == 200
+    return rows
+
+
+def embedded_rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    rows: list[tuple[object, ...]] = []
+    space: list[tuple[object, ...]] = []
+    for backend in ("sqlite", "postgres", "memory"):
+        with store_url(backend) as url, keepstate.open(url) as store:
+            scope = store.scope("session", agent="bench", id="s-1")
+            for call, (plain, keyed) in _scope_writes(scope).items():
+                plain_rate, keyed_rate, ratio = paired(plain, keyed, EMBEDDED_OPS, rounds=ROUNDS)
+                rows.append((backend, call, f"{plain_rate:,.0f}", f"{keyed_rate:,.0f}", f"{ratio:.2f}x"))
+            if backend != "memory":
+                space.append((backend, *_space(url)))
+    return rows, space
+
+
+def _scope_writes(scope: keepstate.Scope) -> dict[str, tuple[Callable[[int], object], Callable[[int], object]]]:
+    """Each write plain and keyed (a fresh key per call)."""
+    run = uuid.uuid4().hex[:8]
+    return {
+        "put": (
+            lambda i: scope.put("k", {"n": i}),
+            lambda i: scope.put("k", {"n": i}, idempotency_key=f"p-{run}-{i}-{uuid.uuid4().hex[:6]}"),
+        ),
+        "append": (
+            lambda i: scope.append("log", [{"n": i}]),
+            lambda i: scope.append("log", [{"n": i}], idempotency_key=f"a-{run}-{i}-{uuid.uuid4().hex[:6]}"),
+        ),
+    }
+
+
+def _space(url: str) -> tuple[str, str]:
+    """Bytes per kept answer: the answers' table and index, over how many there are."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            count = conn.execute("SELECT count(*) FROM ks_remembered").fetchone()[0]
+            pages = conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN ('ks_remembered', 'ks_remembered_age', "
+                "'sqlite_autoindex_ks_remembered_1')"
+            ).fetchone()[0]
+    else:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ks_remembered")
+            count = conn.execute("SELECT count(*) FROM ks_remembered").fetchone()[0]  # type: ignore[index]
+            pages = conn.execute("SELECT pg_total_relation_size('ks_remembered')").fetchone()[0]  # type: ignore[index]
+    return f"{count:,}", f"{pages / max(count, 1):,.0f}"
+
+
+def run() -> str:
+    http = http_rows()
+    embedded, space = embedded_rows()
+    return "\n".join(
+        [
+            "## Idempotent writes",
+            "",
+            "A state write with an `Idempotency-Key` (a fresh one per request) against the same write without, "
+            f"measured in the same run. Over HTTP: {CONNECTIONS} keep-alive connections, a run token, {SECONDS:.0f} s "
+            f"per load after {WARMUP:.0f} s warm-up, keyed and plain loads alternating {ROUNDS} times (medians; "
+            "the ratio is the median of the rounds' ratios). Embedded: one caller, a `Scope` with and without "
+            f"`idempotency_key=`, {EMBEDDED_OPS} writes per round, {ROUNDS} alternating rounds. Target: >= 0.8x.",
+            "",
+            "Over HTTP (`keepstate serve`):",
+            "",
+            table(("store", "write", "plain req/s", "keyed req/s", "keyed / plain"), http),
+            "",
+            "Embedded (`keepstate.open`):",
+            "",
+            table(("store", "write", "plain ops/s", "keyed ops/s", "keyed / plain"), embedded),
+            "",
+            "Space per kept answer (table and indexes, after the embedded rounds):",
+            "",
+            table(("store", "answers kept", "bytes per answer"), space),
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(run())

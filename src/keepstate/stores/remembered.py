@@ -1,0 +1,78 @@
+"""Idempotent writes: the answer a store keeps with a write, in the write's own atomic step.
+
+A write sent with an ``Idempotency-Key`` is remembered as ``(caller, key) -> Remembered``: the
+request's fingerprint and the answer it got. ``PlatformFacet.remember(memo, work)`` runs ``work`` (the
+write, through the usual facets) so that its effect and its remembered answer commit together or not
+at all, and a repeat of the key finds the answer instead of writing again:
+
+- SQLite: ``work``'s one write transaction (``SqliteFile.awrite``) is wrapped while the memo is
+  ``ARMED``: look the key up, write, render the answer from what the write returned, store it.
+- PostgreSQL: one transaction around all of ``work`` (its connections are that transaction's, by
+  ``db.aconnection``), which first claims the key: a repeat waits on the claim's row lock (10 s, then
+  ``IdempotencyInFlight``), then finds the answer.
+- memory: the key is held in flight while ``work`` runs on the loop; nothing survives the process.
+
+Refused writes wrote nothing; their answer is kept apart from any write (``keep``) so a repeat is
+answered the same. Records are kept ``KEEP_MS`` and then purged with the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+KEEP_MS = 24 * 3600 * 1000
+"""How long an answer is remembered at least: a purge takes records older than this."""
+IN_FLIGHT_S = 10.0
+"""How long a repeat waits for the first call still being applied before ``IdempotencyInFlight``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer as it was sent: status and body (``b""`` for 204)."""
+
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What a key holds: the fingerprint of the request that used it first, and that request's answer."""
+
+    fingerprint: bytes
+    answer: Answer
+
+
+@dataclass(frozen=True, slots=True)
+class Memo:
+    """A write to remember: whose key it is (a key id, or ``token:<hash>`` for a run token), the key, the
+    request's fingerprint, and how the write's return value becomes its answer (None: it wrote nothing)."""
+
+    caller: str
+    key: str
+    fingerprint: bytes
+    render: Callable[[Any], Answer | None]
+
+
+class Replay(Exception):
+    """Raised inside a write's transaction when its key already holds an answer: the transaction is
+    undone (nothing written) and the answer goes back to the caller."""
+
+    def __init__(self, remembered: Remembered) -> None:
+        super().__init__("idempotency key already answered")
+        self.remembered = remembered
+
+
+class Armed:
+    """A memo waiting for the one write transaction of ``work`` (SQLite): ``used`` once it stored it."""
+
+    __slots__ = ("memo", "used")
+
+    def __init__(self, memo: Memo) -> None:
+        self.memo = memo
+        self.used = False
+
+
+ARMED: ContextVar[Armed | None] = ContextVar("keepstate_remembered", default=None)

@@ -1,0 +1,45 @@
+"""Idempotent writes on SQLite: the armed memo's answer stored in its write's own transaction.
+
+``SqlitePlatform.remember`` arms a memo for the length of ``work``; ``SqliteFile.awrite`` hands the
+first write it sees to ``applied``, which looks the key up, writes, and stores the answer from what
+the write returned, all in that write's transaction (the writer thread runs one at a time, so a
+repeat waits for it without a claim). A key already answered undoes the write (``Replay``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..remembered import Answer, Armed, Remembered, Replay
+from ..sql import remembered as sql
+
+T = TypeVar("T")
+
+
+def recall(conn: sqlite3.Connection, caller: str, key: str) -> Remembered | None:
+    row = conn.execute(sql.RECALL, (caller, key)).fetchone()
+    return None if row is None else Remembered(bytes(row[0]), Answer(int(row[1]), bytes(row[2])))
+
+
+def keep(conn: sqlite3.Connection, caller: str, key: str, fingerprint: bytes, answer: Answer, now: int) -> None:
+    conn.execute(sql.KEEP, (caller, key, fingerprint, answer.status, answer.body, now))
+
+
+def applied(armed: Armed, fn: Callable[[sqlite3.Connection], T], now: int) -> Callable[[sqlite3.Connection], T]:
+    """``fn`` with the memo's lookup before it and its answer stored after it, in one transaction."""
+    memo = armed.memo
+
+    def write(conn: sqlite3.Connection) -> T:
+        found = recall(conn, memo.caller, memo.key)
+        if found is not None:
+            raise Replay(found)
+        result = fn(conn)
+        answer = memo.render(result)
+        if answer is not None:
+            keep(conn, memo.caller, memo.key, memo.fingerprint, answer, now)
+            armed.used = True
+        return result
+
+    return write
