@@ -190,9 +190,9 @@ async def test_an_emit_answers_its_last_seq_and_the_cancel_request(repo: Platfor
 
 
 async def test_an_emits_types_and_data_come_back_byte_for_byte(repo: PlatformFacet) -> None:
-    """Whatever a store does to carry an emit's events in one statement (PostgreSQL: array literals)
-    leaves them as they were, one byte or 64 KiB, quotes, backslashes and all; and the facet takes more
-    events than the route allows (its callers' limit), in order."""
+    """Whatever a store does to keep an emit's events together (the SQL stores: one row) leaves them as
+    they were, one byte or 64 KiB, odd types and all; the facet takes more events than the route allows
+    (its callers' limit), in order; and a read may start and stop anywhere inside an emit."""
     run, claimed = await running(repo, "ev-bytes")
     kinds = ["message", "NULL", "", 'a "quoted", {braced} one', "back\\slash\\", "é ü 😀", "x" * 64]
     data = [
@@ -214,6 +214,10 @@ async def test_an_emits_types_and_data_come_back_byte_for_byte(repo: PlatformFac
     assert [(e.seq, e.data) for e in await repo.events.read(run.id, 9, 1000)] == [
         (10 + n, data) for n, (_, data) in enumerate(many)
     ]
+    assert [e.seq for e in await repo.events.read(run.id, 5, 6)] == [6, 7, 8, 9, 10, 11]
+    assert [e.seq for e in await repo.events.read(run.id, 120, 3)] == [121, 122, 123]
+    assert [e.seq for e in await repo.events.read(run.id, 258, 10)] == [259]
+    assert await repo.events.read(run.id, 259, 10) == []
 
 
 async def test_only_a_live_invocation_emits(repo: PlatformFacet) -> None:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..base import EventSink, RunEventLog
 from ..records import Emitted, NewEvent, StoredEvent, check_event_cap
+from ..sql import event_rows
 from ..sql import events as sql
 from . import db
 from .platform_sql import pg
@@ -36,9 +37,9 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 
 log = logging.getLogger("keepstate.events")
 
-EMIT = "SELECT outcome, last, cancel FROM ks_emit(%s, %s, %s, %s, %s::text[], %s::bytea[])"
-"""``sql.events.PG_EMIT``: a whole emit in one statement, its types and data each one array literal
-(``text_array``, ``bytea_array``)."""
+EMIT = "SELECT outcome, last, cancel FROM ks_emit(%s, %s, %s, %s, %s::int, %s, %s::text, %s::text, %s::bytea)"
+"""``ks_emit`` (``sql.events.PG_PACKED_STEP``): a whole emit in one statement, its events one row
+(``sql/event_rows.py``)."""
 SCHEMA_OF_EVENTS = (
     "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE c.oid = 'ks_run_events'::regclass"
@@ -47,18 +48,6 @@ LISTENER_NAME = "keepstate-run-events"
 """The ``application_name`` of a process's listening connection, with its process id after a space (what
 ``pg_stat_activity`` shows: which server listens where)."""
 RECONNECT_FIRST_S, RECONNECT_MAX_S = 0.1, 5.0
-
-
-def text_array(texts: Iterable[str]) -> str:
-    """A PostgreSQL array literal of ``texts``, each quoted and escaped: one text parameter, read by the
-    server in C. psycopg dumps a list an element at a time in Python (~1 µs a text, ~4 µs a bytes), which
-    for an emit's 100 events cost more than the statement."""
-    return "{" + ",".join('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' for text in texts) + "}"
-
-
-def bytea_array(items: Iterable[bytes]) -> str:
-    """``text_array`` of byte strings, each in hex (``\\x…``: nothing to escape but its backslash)."""
-    return "{" + ",".join('"\\\\x' + item.hex() + '"' for item in items) + "}"
 
 
 class PostgresEventLog(RunEventLog):
@@ -70,9 +59,10 @@ class PostgresEventLog(RunEventLog):
     async def emit(
         self, invocation_id: str, token_hash: str, events: Sequence[NewEvent], now: int, cap: int
     ) -> Emitted | None:
-        kinds, data = text_array(kind for kind, _ in events), bytea_array(item for _, item in events)
+        packed = event_rows.packed(events)
+        columns = (packed.count, packed.type, packed.types, packed.sizes, packed.data)
         async with db.aconnection(self.pool) as conn:
-            row = await (await conn.execute(EMIT, (invocation_id, token_hash, now, cap, kinds, data))).fetchone()
+            row = await (await conn.execute(EMIT, (invocation_id, token_hash, now, cap, *columns))).fetchone()
         assert row is not None
         outcome, last, cancel = row
         if outcome == "full":
@@ -82,7 +72,7 @@ class PostgresEventLog(RunEventLog):
     async def read(self, run_id: str, after: int, limit: int) -> list[StoredEvent]:
         async with db.aconnection(self.pool) as conn:
             rows = await (await conn.execute(pg(sql.READ), (run_id, after, limit))).fetchall()
-        return [StoredEvent(seq, kind, bytes(data), at) for seq, kind, data, at in rows]
+        return event_rows.unpacked(rows, after, limit)
 
     async def follow(self, sink: EventSink) -> None:
         first, delay = True, RECONNECT_FIRST_S

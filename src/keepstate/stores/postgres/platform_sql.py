@@ -96,6 +96,8 @@ STEPS = (
     events.PG_STEP,
     # 9: the answers of idempotent writes, kept with their writes (stores/remembered.py)
     remembered.PG_STEP,
+    # 10: an emit's events in one row (sql/event_rows.py), ks_emit writing it
+    events.PG_PACKED_STEP,
 )
 
 IDEMPOTENCY_INDEX = "ks_runs_idem"

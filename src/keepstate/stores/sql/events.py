@@ -1,7 +1,8 @@
 """SQL text of the run event logs (``RunEventLog``), apart from the calls that run it (``sqlite/events.py``,
-``postgres/events.py``). Schema step 8 of the platform, on both backends.
+``postgres/events.py``). Schema steps 8 and 10 of the platform, on both backends.
 
-Two tables: ``ks_run_events`` (one row per event, keyed by run and ``seq``) and ``ks_event_heads`` (per
+Two tables: ``ks_run_events`` (since step 10 a row per emit, keyed by run and its last ``seq``: see
+``event_rows.py``; the platform's events a row each) and ``ks_event_heads`` (per
 run, the last ``seq`` given: a small row of its own, so counting never rewrites a run's row, which may
 hold a MiB of input). The platform's own events are written by triggers on ``ks_runs``, in the statement
 that changes a status, whichever statement that is (a claim, a finish, a sweep, a cancel, a session's
@@ -16,12 +17,6 @@ a log, and a stream of an old finished run ends at once.
 """
 
 from __future__ import annotations
-
-import functools
-import itertools
-from collections.abc import Sequence
-
-from ...protocol import MAX_EMIT_EVENTS
 
 DIALECTS = {
     "sqlite": {
@@ -205,24 +200,46 @@ PG_STEP = (
 the head's upsert takes the head's, which an emit takes first (``postgres/events.py``). The notification
 is sent when the transaction commits, and only then: a listener that wakes reads what it was told of."""
 
-READ = "SELECT seq, type, data, at FROM ks_run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+
+def _packing_emit() -> str:
+    """Step 8's ``ks_emit`` writing an emit's events as one row (``event_rows``): its arguments and its
+    insert replaced, each of them there once, so that what it checks and locks stays the same text."""
+    function = PG_EMIT
+    for old, new in (
+        ("kinds TEXT[], items BYTEA[]", "adding INTEGER, kind TEXT, kinds TEXT, sizes TEXT, items BYTEA"),
+        ("        adding INTEGER := cardinality(items);\n", ""),
+        (
+            """INSERT INTO ks_run_events (run_id, seq, type, data, at)
+            SELECT run, head + e.n, e.kind, e.item, now_ms
+            FROM unnest(kinds, items) WITH ORDINALITY AS e(kind, item, n);""",
+            """INSERT INTO ks_run_events (run_id, seq, type, data, at, sizes, types)
+            VALUES (run, head + adding, kind, items, now_ms, sizes, kinds);""",
+        ),
+    ):
+        assert function.count(old) == 1, old
+        function = function.replace(old, new)
+    return function
+
+
+_PACKED_COLUMNS = """
+    ALTER TABLE ks_run_events ADD COLUMN sizes TEXT;
+    ALTER TABLE ks_run_events ADD COLUMN types TEXT;
+"""
+SQLITE_PACKED_STEP = _PACKED_COLUMNS
+PG_PACKED_STEP = (
+    _PACKED_COLUMNS + "    DROP FUNCTION ks_emit(TEXT, TEXT, BIGINT, BIGINT, TEXT[], BYTEA[]);\n" + _packing_emit()
+)
+"""Step 10: a row may hold several events of one emit (``event_rows``: ``seq`` the last one's, ``sizes``
+and ``types`` how to cut them apart); the rows written before, each one event, read as they did (both
+columns NULL), as do the platform's own, which the triggers go on writing a row each. On PostgreSQL
+``ks_emit`` takes the packed row."""
+
+READ = "SELECT seq, type, data, at, sizes, types FROM ks_run_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+"""The rows holding events after ``after``: ``limit`` rows hold at least ``limit`` events (``event_rows.unpacked``
+cuts them)."""
+INSERT_EVENTS = "INSERT INTO ks_run_events (run_id, seq, type, data, at, sizes, types) VALUES (?, ?, ?, ?, ?, ?, ?)"
 LAST_SEQ = "SELECT last_seq FROM ks_event_heads WHERE run_id = ?"
 ADD_SEQ = "UPDATE ks_event_heads SET last_seq = last_seq + ? WHERE run_id = ? RETURNING last_seq"
-
-
-@functools.lru_cache(maxsize=MAX_EMIT_EVENTS)
-def insert_events(count: int) -> str:
-    """One statement writing ``count`` events of a run: its parameters are the run, the ``seq`` before
-    the first, the time, then each event's type and data (``insert_params``). One statement where a row
-    at a time costs SQLite a statement each (and AUTOINCREMENT's counter written each time): 100 events
-    in ~105 µs instead of ~250 µs."""
-    rows = ", ".join(f"(?1, ?2 + {n + 1}, ?{4 + 2 * n}, ?{5 + 2 * n}, ?3)" for n in range(count))
-    return f"INSERT INTO ks_run_events (run_id, seq, type, data, at) VALUES {rows}"
-
-
-def insert_params(run_id: str, last: int, at: int, events: Sequence[tuple[str, bytes]]) -> list[object]:
-    """``insert_events``'s parameters."""
-    return [run_id, last, at, *itertools.chain.from_iterable(events)]
 
 
 DELETE_OF_SESSION = (

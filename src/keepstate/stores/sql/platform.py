@@ -113,6 +113,8 @@ SQLITE_SCHEMA = [
     events.SQLITE_STEP,
     # 9: the answers of idempotent writes, kept with their writes (stores/remembered.py)
     remembered.SQLITE_STEP,
+    # 10: an emit's events in one row (sql/event_rows.py)
+    events.SQLITE_PACKED_STEP,
 ]
 
 KEY_COLUMNS = "id, env, role, name, created_at, revoked"

@@ -1,7 +1,8 @@
 """Run event logs on SQLite (``RunEventLog``): emits on the file's one writer, reads on the caller's thread.
 
 The file has one writer at a time, so an emit's few statements (the invocation's check, the head, the
-events) are atomic in its ``BEGIN IMMEDIATE`` transaction, and events commit in ``seq`` order.
+events' one row, ``sql/event_rows.py``) are atomic in its ``BEGIN IMMEDIATE`` transaction, and events
+commit in ``seq`` order.
 
 Following: servers sharing the file learn of each other's events with one cheap read per process every
 ``POLL_S`` while a stream waits (never one per stream): the file's change cursor (``sqlite_sequence``'s
@@ -20,9 +21,9 @@ from collections.abc import Sequence
 from functools import partial
 
 from ...errors import Unavailable
-from ...protocol import MAX_EMIT_EVENTS
 from ..base import EventSink, RunEventLog
 from ..records import Emitted, NewEvent, StoredEvent, check_event_cap
+from ..sql import event_rows
 from ..sql import events as sql
 from .db import SqliteFile
 
@@ -54,16 +55,15 @@ class SqliteEventLog(RunEventLog):
             last = conn.execute(sql.LAST_SEQ, (run_id,)).fetchone()[0]
             check_event_cap(last, len(events), cap)
             conn.execute(sql.ADD_SEQ, (len(events), run_id)).fetchone()
-            for start in range(0, len(events), MAX_EMIT_EVENTS):  # an emit's events in one statement
-                part = events[start : start + MAX_EMIT_EVENTS]
-                conn.execute(sql.insert_events(len(part)), sql.insert_params(run_id, last + start, now, part))
-            return Emitted(last + len(events), bool(cancel))
+            row = event_rows.packed(events)
+            conn.execute(sql.INSERT_EVENTS, (run_id, last + row.count, row.type, row.data, now, row.sizes, row.types))
+            return Emitted(last + row.count, bool(cancel))
 
         return await self.db.awrite(write)
 
     async def read(self, run_id: str, after: int, limit: int) -> list[StoredEvent]:
         rows = await self.db.aread(lambda conn: conn.execute(sql.READ, (run_id, after, limit)).fetchall())
-        return [StoredEvent(seq, kind, bytes(data), at) for seq, kind, data, at in rows]
+        return event_rows.unpacked(rows, after, limit)
 
     async def follow(self, sink: EventSink) -> None:
         poked = self._poked = asyncio.Event()
