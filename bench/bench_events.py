@@ -329,13 +329,14 @@ async def _all() -> Figures:
 
 
 THROUGHPUT_READING = (
-    "Where an emit costs more than an append of the same items: each event is a row of its own "
-    "(`ks_run_events`, with its index entry) where a list packs its items into segments, which is most of "
-    "the gap at 100 items per call; on PostgreSQL an emit is two statements in one transaction (the run's "
-    "head bumped, then the invocation judged live and the events inserted, in a fresh snapshot after the "
-    "head's lock) where an append is one. The data of an emit are checked together (`values.encode_all`), "
-    "as an append's items are. These rounds are short on a machine shared with other work: the ratios "
-    "move by 0.1-0.3 from one run to the next."
+    "Where an emit costs more than an append of the same items: its events are one row of `ks_run_events` "
+    "(schema step 10: their data one after another, their sizes and types beside it), as a list packs its "
+    "items into segments; what is left is the route (an emit goes through Starlette's router and middleware, "
+    "a state write does not) and the events' own shape (each item inside a `{type, data}` object: a bigger "
+    "body to write, parse and check). On PostgreSQL an emit is one call of `ks_emit` (the run's head locked, "
+    "the invocation judged live in a statement of its own, then the head moved and the row written) where an "
+    "append is one statement. These rounds are short on a machine shared with other work: the ratios move "
+    "by 0.1-0.3 from one run to the next."
 )
 LATENCY_HEADER = ("store", "emit → seen p50 ms", "p99 ms", "state PUT p50 ms", "p99 ms", "seen / PUT p50", "p99")
 IDLE_HEADER = (
