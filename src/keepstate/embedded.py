@@ -63,8 +63,8 @@ class StoreOps:
         return None if entry is None else entry.expires_at
 
     def write(self, op: Op[T]) -> T:
-        if op.idempotency_key is not None:  # on the store's loop thread: the atomic step is async
-            return self.store._portal_thread().run(self.store.write_once(self.ns, op))
+        if op.idempotency_key is not None:
+            return self.store.write_once_sync(self.ns, op)
         answer = writes.facet_write(self.backend, self.ns, op)  # an unknown kind is refused here
         result: T = writes.ANSWERS[op.kind](answer)
         return result
@@ -280,6 +280,14 @@ class Store:
                 self._portal = EventLoopThread()
                 self._portal_end = weakref.finalize(self, self._portal.stop)
             return self._portal
+
+    def write_once_sync(self, ns: str, op: Op[T]) -> T:
+        """A write with an ``idempotency_key`` from a sync scope: on this thread where the store can, else
+        on the store's loop thread (the atomic step is async there)."""
+        self._check()
+        if self.database.remembers_sync:
+            return once.write_once_sync(self.database, ns, op)
+        return self._portal_thread().run(self.write_once(ns, op))
 
     async def write_once(self, ns: str, op: Op[T]) -> T:
         """A write with an ``idempotency_key``, on the running loop (``once.py``)."""

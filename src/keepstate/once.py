@@ -36,22 +36,37 @@ def fingerprint(ns: str, op: Op[Any]) -> bytes:
 
 async def write_once(database: Database, ns: str, op: Op[T]) -> T:
     """``op`` on ``ns``, applied once per ``op.idempotency_key`` (set)."""
+    memo = _memo(database, ns, op)
+    platform, facet = await database.platform(), await database.state()
+    return _answer(op, memo, await platform.remember(memo, lambda: writes.facet_write(facet, ns, op)))
+
+
+def write_once_sync(database: Database, ns: str, op: Op[T]) -> T:
+    """``write_once`` for the sync face, on the caller's thread (``Database.remembers_sync``)."""
+    memo = _memo(database, ns, op)
+    facet = database.sync_state()
+    return _answer(op, memo, database.remember_sync(memo, lambda: writes.facet_write(facet, ns, op)))
+
+
+def _memo(database: Database, ns: str, op: Op[Any]) -> Memo:
     assert op.idempotency_key is not None
     if not database.capabilities.platform:
         raise InvalidRequest(
             "idempotency_key needs a store that keeps records of writes: memory://, sqlite:/// or postgresql:// "
             "(Redis holds state only)"
         )
-    platform, facet = await database.platform(), await database.state()
     answer_of = writes.ANSWERS[op.kind]
 
     def render(raw: Any) -> Answer:
         return Answer(200, orjson.dumps(answer_of(raw), default=list))  # an Appended is a list
 
-    memo = Memo(CALLER, op.idempotency_key, fingerprint(ns, op), render)
-    result = await platform.remember(memo, lambda: writes.facet_write(facet, ns, op))
+    return Memo(CALLER, op.idempotency_key, fingerprint(ns, op), render)
+
+
+def _answer(op: Op[T], memo: Memo, result: Any) -> T:
+    """What the scope's call answers: its write's answer, or the one its key kept."""
     if not isinstance(result, Remembered):
-        answer: T = answer_of(result)
+        answer: T = writes.ANSWERS[op.kind](result)
         return answer
     if result.fingerprint != memo.fingerprint:
         raise IdempotencyMismatch(f"idempotency key {op.idempotency_key!r} was used for another write")

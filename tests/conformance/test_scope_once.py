@@ -116,3 +116,26 @@ def test_a_store_without_records_refuses_keys_and_writes_nothing(store: keepstat
     with pytest.raises(InvalidRequest, match="idempotency_key needs"):
         scope.append("log", [1], idempotency_key="k-1")
     assert scope.get("log") is None
+
+
+def test_a_sync_write_whose_answer_cannot_be_kept_is_not_applied(sqlite_url: str) -> None:
+    """SQLite's sync face (on the caller's thread): a trigger refuses the answers of one key; the put (one
+    statement in autocommit otherwise) and the append under it fail whole, writing nothing."""
+    import sqlite3
+
+    with keepstate.open(sqlite_url) as store:
+        scope = store.scope("session", agent="chat", id="s-7")
+        scope.put("seed", 1, idempotency_key="k-seed")  # the store's records exist from the first key on
+        with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
+            conn.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON ks_remembered WHEN NEW.key = 'k-doomed' "
+                "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            )
+        for write in (
+            lambda: scope.put("doc", 1, idempotency_key="k-doomed"),
+            lambda: scope.append("log", [1], idempotency_key="k-doomed"),
+        ):
+            with pytest.raises(Exception, match="refused by the test"):
+                write()
+        assert (scope.get("doc"), scope.get("log")) == (None, None)
+        assert scope.put("doc", 2, idempotency_key="k-fine") == 1

@@ -20,11 +20,16 @@ from typing import Any
 
 import httpx
 
+from keepstate.clock import now_ms
 from keepstate.platform import Invocations, Platform
+from keepstate.platform.auth import hash_secret
 from keepstate.platform.models import Caller
 from keepstate.platform.state import Address
+from keepstate.protocol import MAX_RUN_EVENTS
 from keepstate.server.app import create_app
 
+HELD_EVENTS = 1000
+"""Events of the first held run (a turn's streamed tokens): its page's event read is part of its cost."""
 FORM_VALUE = re.compile(r'name="(?:form|csrf)" value="([^"]+)"')
 
 
@@ -237,11 +242,17 @@ async def _finish_all(platform: Platform, worker: Caller, agent: str, count: int
 
 
 async def _hold_some(platform: Platform, worker: Caller, agent: str, count: int) -> list[str]:
+    """``count`` runs held; the first one emitted ``HELD_EVENTS`` events first (its page shows the last 100)."""
     invocations = Invocations(platform)
-    held = []
+    held: list[str] = []
     for _ in range(count):
         claimed = await invocations.claim(worker, [agent], 0)
         assert claimed is not None
+        if not held:
+            log = platform.repo.events
+            for first in range(0, HELD_EVENTS, 100):
+                items = [("token", b'"word %d "' % n) for n in range(first, first + 100)]
+                await log.emit(claimed.invocation.id, hash_secret(claimed.token), items, now_ms(), MAX_RUN_EVENTS)
         await invocations.finish(claimed.token, claimed.invocation.id, "hold", {"request": {"approve": "spend"}})
         held.append(claimed.run.id)
     return held

@@ -13,7 +13,7 @@ from unittest.mock import ANY
 
 import httpx
 import pytest
-from console_support import Seeded, in_process, next_link, rows, seed, sign_in, tbody
+from console_support import HELD_EVENTS, Seeded, in_process, next_link, rows, seed, sign_in, tbody
 
 from keepstate.server.console import pages, state_pages, waiting
 
@@ -104,3 +104,15 @@ async def test_waiting_for_you_pages_the_held_runs_and_the_header_counts_them(
     assert re.findall(r'<article class="held" data-key="([^"]+)"', second.text)[0] == seeded.held[-waiting.PAGE - 1]
     poll = await client.get("/console/runs/status", params={"ids": seeded.held[0]})
     assert poll.json() == {"runs": {seeded.held[0]: {"status": "held", "updated_at": ANY}}, "waiting": "99+"}
+
+
+async def test_a_run_with_a_long_log_shows_its_last_events(scaled: tuple[httpx.AsyncClient, Seeded]) -> None:
+    """The first held run emitted 1,000 events: its page holds the last page of them, its status events
+    included, and none from before that page."""
+    client, seeded = scaled
+    page = await client.get(f"/console/runs/{seeded.held[0]}")
+    assert page.status_code == 200
+    seqs = [int(seq) for seq in re.findall(r'<tr data-seq="(\d+)">', page.text)]
+    assert len(seqs) == 100 and seqs == sorted(seqs)
+    assert seqs[-1] == HELD_EVENTS + 3  # queued, running, 1,000 tokens, held
+    assert "word 999 " in page.text and "word 900 " not in page.text

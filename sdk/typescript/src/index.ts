@@ -28,7 +28,7 @@ export type { AgentInfo, Decision, EventPage, Key, Run, RunEvent, RunStatus, Ses
 export { Scope } from "./scope.js";
 export { SessionStore } from "./sessions.js";
 export type { SessionStoreOptions } from "./sessions.js";
-export type { Expiry, Guard, ListPart, ListWrite, Popped, ScopeName, Versioned, Written } from "./state-calls.js";
+export type { Expiry, Guard, ListPart, ListWrite, Once, Popped, ScopeName, Versioned, Written } from "./state-calls.js";
 export type { ConnectionOptions, FetchLike } from "./transport.js";
 export { Worker } from "./worker.js";
 export type { Agent, Logger, RunOptions, WorkerOptions } from "./worker.js";

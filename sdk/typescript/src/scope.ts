@@ -9,7 +9,7 @@
 
 import { VersionConflict } from "./errors.js";
 import * as calls from "./state-calls.js";
-import type { Expiry, Guard, ListPart, ListWrite, Popped, Target, Versioned, Written } from "./state-calls.js";
+import type { Expiry, Guard, ListPart, ListWrite, Once, Popped, Target, Versioned, Written } from "./state-calls.js";
 import type { Sender } from "./transport.js";
 import { sleep } from "./transport.js";
 
@@ -38,18 +38,21 @@ export class Scope {
     return this.sender.send(calls.get(this.target, key));
   }
 
-  /** Write `value`; the new version. `ifVersion: 0`: only if absent. Throws `VersionConflict` (`currentVersion`). */
-  put(key: string, value: unknown, options: Guard & Expiry = {}): Promise<number> {
+  /**
+   * Write `value`; the new version. `ifVersion: 0`: only if absent. Throws `VersionConflict` (`currentVersion`).
+   * Every write takes `idempotencyKey` (`Once`): a repeat with it gets the first answer and writes nothing.
+   */
+  put(key: string, value: unknown, options: Guard & Expiry & Once = {}): Promise<number> {
     return this.sender.send(calls.put(this.target, key, value, options));
   }
 
   /** Delete the key (also when absent). Throws `VersionConflict` when `ifVersion` does not match. */
-  delete(key: string, options: Guard = {}): Promise<void> {
+  delete(key: string, options: Guard & Once = {}): Promise<void> {
     return this.sender.send(calls.remove(this.target, key, options));
   }
 
   /** Add `items` at the end of the list atomically, creating it if needed. `NotAList`, `TooLarge`. */
-  append(key: string, items: unknown[], options: Expiry = {}): Promise<ListWrite> {
+  append(key: string, items: unknown[], options: Expiry & Once = {}): Promise<ListWrite> {
     return this.sender.send(calls.append(this.target, key, items, options));
   }
 
@@ -95,22 +98,22 @@ export class Scope {
   }
 
   /** Drop the oldest items so that at most `keepLast` remain. */
-  trim(key: string, keepLast: number, options: Guard & Expiry = {}): Promise<ListWrite> {
+  trim(key: string, keepLast: number, options: Guard & Expiry & Once = {}): Promise<ListWrite> {
     return this.sender.send(calls.trim(this.target, key, keepLast, options));
   }
 
   /** Remove and return the last item; undefined when the list is absent or empty. */
-  pop<T = any>(key: string, options: Guard = {}): Promise<Popped<T> | undefined> {
+  pop<T = any>(key: string, options: Guard & Once = {}): Promise<Popped<T> | undefined> {
     return this.sender.send(calls.pop(this.target, key, options));
   }
 
   /** Add `by` (default 1) to an integer in the store; an absent key counts from 0. `NotAnInteger`. */
-  incr(key: string, options: { by?: number } & Guard & Expiry = {}): Promise<Written<number>> {
+  incr(key: string, options: { by?: number } & Guard & Expiry & Once = {}): Promise<Written<number>> {
     return this.sender.send(calls.incr(this.target, key, options));
   }
 
   /** Apply a JSON Merge Patch (RFC 7396) in the store; an absent key is `{}`. */
-  patch<T = any>(key: string, change: unknown, options: Guard & Expiry = {}): Promise<Written<T>> {
+  patch<T = any>(key: string, change: unknown, options: Guard & Expiry & Once = {}): Promise<Written<T>> {
     return this.sender.send(calls.patch(this.target, key, change, options));
   }
 }

@@ -69,6 +69,14 @@ export interface Guard {
   ifVersion?: number;
 }
 
+/**
+ * Apply a write once per key: a repeat with the same `idempotencyKey` (another process's, after a
+ * restart) gets the first answer and writes nothing. Without it each call carries a fresh key of its own.
+ */
+export interface Once {
+  idempotencyKey?: string;
+}
+
 export interface Expiry {
   /** Seconds until the key expires (> 0). Without it a `put` clears any expiry; other writes keep it. */
   ttlSeconds?: number;
@@ -115,9 +123,15 @@ export const writeFields = {
     ({ plain: { keep_last: checkCount(keepLast, "keepLast"), ...guardFields(options) }, encoded: {} }),
 } satisfies Record<WriteOp, (...args: never[]) => WriteFields>;
 
-/** A write's `Call`: its body from `fields`, with its own idempotency key. */
-function write<T>(target: Target, method: Method, path: string, fields: WriteFields, parse: (answer: any) => T): Call<T> {
-  return idempotent(call(target, method, path, parse, { body: jsonObject(fields.plain, fields.encoded) }));
+/** A write's `Call`: its body from `fields`, with the caller's idempotency key or a fresh one. */
+function write<T>(
+  target: Target, method: Method, path: string, fields: WriteFields, parse: (answer: any) => T, once: Once,
+): Call<T> {
+  return idempotent(call(target, method, path, parse, { body: jsonObject(fields.plain, fields.encoded) }), keyOf(once));
+}
+
+function keyOf(once: Once): string | undefined {
+  return once.idempotencyKey === undefined ? undefined : checkKey(once.idempotencyKey, "idempotencyKey");
 }
 
 function call<T>(target: Target, method: Method, path: string, parse: (answer: any) => T, extra: Partial<Call<T>>): Call<T> {
@@ -137,20 +151,20 @@ export function get(target: Target, key: string): Call<Versioned> {
   return call(target, "GET", target.keyPath(key), parse, { safe: true, absent: () => ({ value: undefined, version: 0 }) });
 }
 
-export function put(target: Target, key: string, value: unknown, options: Guard & Expiry): Call<number> {
+export function put(target: Target, key: string, value: unknown, options: Guard & Expiry & Once): Call<number> {
   const path = target.keyPath(key);
-  return write(target, "PUT", path, writeFields.put(value, options), (answer) => answer.version as number);
+  return write(target, "PUT", path, writeFields.put(value, options), (answer) => answer.version as number, options);
 }
 
-export function remove(target: Target, key: string, options: Guard): Call<void> {
+export function remove(target: Target, key: string, options: Guard & Once): Call<void> {
   const path = target.keyPath(key);
   const params = query(writeFields.delete(options).plain as Record<string, number | undefined>);
-  return idempotent(call(target, "DELETE", path, () => undefined, { params }));
+  return idempotent(call(target, "DELETE", path, () => undefined, { params }), keyOf(options));
 }
 
-export function append(target: Target, key: string, items: unknown[], options: Expiry): Call<ListWrite> {
+export function append(target: Target, key: string, items: unknown[], options: Expiry & Once): Call<ListWrite> {
   const path = `${target.keyPath(key)}/append`;
-  return write(target, "POST", path, writeFields.append(items, options), listWrite);
+  return write(target, "POST", path, writeFields.append(items, options), listWrite, options);
 }
 
 export function keysPage(target: Target, prefix: string, after: string | undefined, limit: number): Call<{ keys: { key: string; version: number }[]; next: string | null }> {
@@ -176,22 +190,24 @@ function listPart(answer: any): ListPart {
   return { items: answer.items, version: answer.version, length: answer.length };
 }
 
-export function trim(target: Target, key: string, keepLast: number, options: Guard & Expiry): Call<ListWrite> {
+export function trim(target: Target, key: string, keepLast: number, options: Guard & Expiry & Once): Call<ListWrite> {
   const path = `${target.keyPath(key)}/trim`;
-  return write(target, "POST", path, writeFields.trim(keepLast, options), listWrite);
+  return write(target, "POST", path, writeFields.trim(keepLast, options), listWrite, options);
 }
 
-export function pop(target: Target, key: string, options: Guard): Call<Popped | undefined> {
+export function pop(target: Target, key: string, options: Guard & Once): Call<Popped | undefined> {
   const path = `${target.keyPath(key)}/pop`;
   const parse = (answer: any): Popped => ({ item: answer.item, version: answer.version, length: answer.length });
   // A pop's body is a delete's: only `if_version`.
-  return { ...write(target, "POST", path, writeFields.delete(options), parse), absent: () => undefined };
+  return { ...write(target, "POST", path, writeFields.delete(options), parse, options), absent: () => undefined };
 }
 
-export function incr(target: Target, key: string, options: { by?: number } & Guard & Expiry): Call<Written<number>> {
-  return write(target, "POST", `${target.keyPath(key)}/incr`, writeFields.incr(options), written);
+export function incr(
+  target: Target, key: string, options: { by?: number } & Guard & Expiry & Once,
+): Call<Written<number>> {
+  return write(target, "POST", `${target.keyPath(key)}/incr`, writeFields.incr(options), written, options);
 }
 
-export function patch(target: Target, key: string, change: unknown, options: Guard & Expiry): Call<Written> {
-  return write(target, "PATCH", target.keyPath(key), writeFields.patch(change, options), written);
+export function patch(target: Target, key: string, change: unknown, options: Guard & Expiry & Once): Call<Written> {
+  return write(target, "PATCH", target.keyPath(key), writeFields.patch(change, options), written, options);
 }

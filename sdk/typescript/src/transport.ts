@@ -124,8 +124,8 @@ export function freshKey(): string {
  * lists), with a fresh one: made now, once, so every retry of this call repeats it and the server
  * applies the write once however many attempts reach it.
  */
-export function idempotent<T>(call: Call<T>): Call<T> {
-  return { ...call, idempotencyKey: freshKey() };
+export function idempotent<T>(call: Call<T>, key?: string): Call<T> {
+  return { ...call, idempotencyKey: key ?? freshKey() };
 }
 
 /** Safe to send again after it may have reached the server: by its nature, or by its key. */

@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { Client, type Invocation, type Scope, Worker } from "keepstate";
+import { Client, IdempotencyMismatch, InvalidKey, type Invocation, type Scope, Worker } from "keepstate";
 import { freshSchema, skipWithoutPostgres } from "./support/postgres.js";
 import { LosingProxy } from "./support/proxy.js";
 import { agentName, collect, type Server, startServer } from "./support/server.js";
@@ -132,6 +132,17 @@ for (const setup of SETUPS) {
       assert.ok(first?.key && first.key === retry?.key);
       assert.ok(other?.key && other.key !== first.key);
       assert.deepEqual(proxy.requests("GET", "/state/log").map((seen) => seen.key), [undefined]);
+    });
+
+    it("a caller's own idempotencyKey: sent as the key, a repeat answered as the first, a bad one refused", { skip }, async () => {
+      const scope = new Client(proxy.url, { key: opened.server.adminKey }).state.agent(agentName());
+      const first = await scope.append("outbox", ["mail"], { idempotencyKey: "send-42" });
+      const again = await scope.append("outbox", ["mail"], { idempotencyKey: "send-42" });
+      assert.deepEqual([first, again], [{ version: 1, length: 1 }, { version: 1, length: 1 }]);
+      assert.deepEqual(proxy.requests("POST", "/outbox/append").map((seen) => seen.key), ["send-42", "send-42"]);
+      assert.deepEqual((await scope.tail("outbox", 10)).items, ["mail"]);
+      assert.throws(() => scope.incr("n", { idempotencyKey: "not a key" }), InvalidKey); // refused before sending
+      await assert.rejects(scope.append("outbox", ["other"], { idempotencyKey: "send-42" }), IdempotencyMismatch);
     });
 
     it("a run started and cancelled with lost answers is one run, cancelled once", { skip }, async () => {

@@ -197,8 +197,13 @@ def _run_answer(run: StoredRun | None) -> Answer | None:
 async def once(
     request: Request, caller: str, body: bytes, work: Callable[[], Awaitable[T]], render: idempotent.Render
 ) -> Response:
-    """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``)."""
-    return await idempotent.respond_once(request, platform(request).repo, caller, body, work, render)
+    """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``). A keyed write commits
+    only as its remembered step ends (PostgreSQL): the wake-up it gave this server's waiters (claims, run
+    waits, event streams) came too early for them to see it, so they are woken again now."""
+    response = await idempotent.respond_once(request, platform(request).repo, caller, body, work, render)
+    if idempotent.HEADER in request.headers:
+        platform(request).changed.notify()
+    return response
 
 
 # agents

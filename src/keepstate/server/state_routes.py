@@ -28,6 +28,7 @@ from starlette.datastructures import QueryParams
 from starlette.types import Receive, Scope, Send
 
 from ..errors import InvalidRequest
+from ..platform.models import Caller
 from ..platform.service import Platform
 from ..platform.state import Address, StateApi
 from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
@@ -50,7 +51,7 @@ class StateCall:
     """One state request as a handler sees it: its address, key, query and body, and the credential,
     which each handler checks first (``namespace``; a run token's GET checks it with its read)."""
 
-    __slots__ = ("address", "api", "body", "key", "platform", "receive", "scope")
+    __slots__ = ("address", "api", "body", "caller", "key", "platform", "receive", "scope")
 
     def __init__(
         self, scope: Scope, receive: Receive, platform: Platform, api: StateApi, address: Address, key: str
@@ -62,13 +63,15 @@ class StateCall:
         self.address = address
         self.key = key
         self.body: bytes | None = None
+        self.caller: Caller | None = None
+        """Who ``namespace`` found the request's credential to be (a key's caller scopes its idempotency keys)."""
 
     @property
     def token(self) -> str | None:
         return header(self.scope, _TOKEN)
 
     async def run(self) -> RunContext:
-        caller = await self.platform.authenticate_run(self.token)
+        caller = self.caller = await self.platform.authenticate_run(self.token)
         assert caller.run is not None
         return caller.run
 
@@ -79,6 +82,7 @@ class StateCall:
             caller = await self.platform.authenticate_run(self.token)
         else:
             caller = await self.platform.authenticate(header(self.scope, _AUTHORIZATION))
+        self.caller = caller
         return await self.api.namespace(self.platform, caller, self.address, writes)
 
     @property
@@ -95,11 +99,12 @@ class StateCall:
         key = idempotent.idempotency_key(header(self.scope, _IDEMPOTENCY_KEY))
         if key is None:
             return render(await work())
+        assert self.caller is not None, "a write authenticates (namespace) before it writes"
         if self.address.kind == "token":
             caller = idempotent.token_caller(self.token)
-            assert caller is not None  # the token was checked before the write
+            assert caller is not None
         else:
-            caller = idempotent.key_caller(await self.platform.authenticate(header(self.scope, _AUTHORIZATION)))
+            caller = idempotent.key_caller(self.caller)
         print_ = idempotent.fingerprint(self.scope, self.body or b"")
 
         def answer(result: Any) -> Answer | None:

@@ -884,6 +884,14 @@ class Database(ABC):
         self.capabilities.require("documents", self.url)
         raise AssertionError("unreachable: a store declaring documents implements them")
 
+    remembers_sync: bool = False
+    """Whether ``remember_sync`` runs here; else the embedded store's sync calls run the async
+    ``PlatformFacet.remember`` on its loop thread."""
+
+    def remember_sync(self, memo: Memo, work: Callable[[], T]) -> T | Remembered:
+        """``PlatformFacet.remember`` for a write of the sync face (``sync_state``), on the caller's thread."""
+        raise NotImplementedError(f"{type(self).__name__} remembers writes on its async face only")
+
     async def read_with_lease(self, token_hash: str, ns: str, key: str) -> LeaseAndEntry:
         """A run token's lease end and a state value, for a run's state GET. A store whose platform and
         state share one database reads both in one statement (one snapshot, one round trip); this

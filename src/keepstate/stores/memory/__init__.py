@@ -9,8 +9,12 @@ private space for each ``open_database`` call. Nothing is shared with other proc
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from ...errors import IdempotencyInFlight
 from ..base import (
     Capabilities,
     Database,
@@ -24,6 +28,7 @@ from ..base import (
 )
 from ..faces import InlineAsync, InlineAsyncDocuments
 from ..records import StoredSession, namespace
+from ..remembered import IN_FLIGHT_S, Memo, Remembered
 from ..session_forks import Cuts, copies, cuts_of
 from ..sql.harness_facet import SqlHarness
 from .documents import MemoryDocuments
@@ -34,6 +39,7 @@ from .state import MemoryState
 
 OWN_BACKUP = "a memory:// store lives in one process and has nothing to back up"
 """How this store is backed up: it has no file backup (``keepstate backup``)."""
+T = TypeVar("T")
 CAPABILITIES = Capabilities(
     shared=False, platform=True, leases=True, harness=True, documents=True, own_backup=OWN_BACKUP
 )
@@ -90,6 +96,28 @@ class MemoryDatabase(Database):
 
     async def platform(self) -> PlatformFacet:
         return self.space.platform
+
+    remembers_sync = True
+
+    def remember_sync(self, memo: Memo, work: Callable[[], T]) -> T | Remembered:
+        """The platform's ``remember`` run to its end on this thread: it awaits nothing but a first write
+        of the key still in flight, which is waited for here."""
+
+        async def step() -> T:
+            return work()
+
+        deadline = time.monotonic() + IN_FLIGHT_S
+        while True:
+            attempt = self.space.platform.remember(memo, step)
+            try:
+                attempt.send(None)
+            except StopIteration as done:
+                result: T | Remembered = done.value
+                return result
+            attempt.close()  # it waits for the key's first write, before doing anything: wait here instead
+            if time.monotonic() > deadline:
+                raise IdempotencyInFlight(f"a write with idempotency key {memo.key!r} is still being applied")
+            time.sleep(0.01)
 
     async def documents(self) -> DocumentsFacet:
         return self._async_documents

@@ -9,9 +9,12 @@ transaction of that writer (``delete_session``) or one statement (``read_with_le
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..base import Capabilities, Database, HarnessFacet, LeaseAndEntry, LeaseFacet, PlatformFacet
 from ..records import BackupReport, StoredSession, namespace
+from ..remembered import Memo, Remembered
 from ..session_forks import Cuts, copies, cuts_of
 from ..sql import platform as platform_sql
 from ..sql.harness_facet import SqlHarness
@@ -23,6 +26,7 @@ from .backup import backup as copy_file
 from .harness import SqliteEngine
 from .leases import SqliteLeases
 
+T = TypeVar("T")
 CAPABILITIES = Capabilities(shared=True, platform=True, leases=True, harness=True, documents=True, file_backup=True)
 
 
@@ -62,6 +66,11 @@ class SqliteDatabase(Database):
 
     async def platform(self) -> PlatformFacet:
         return self._platform_facet()
+
+    remembers_sync = True
+
+    def remember_sync(self, memo: Memo, work: Callable[[], T]) -> T | Remembered:
+        return self._platform_facet().remember_sync(memo, work)
 
     async def documents(self) -> documents_facet.AsyncSqliteDocuments:
         if self._documents is None:

@@ -218,13 +218,20 @@ class SqliteFile:
             yield conn
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a write transaction on this thread; with an armed memo, its answer too (``awrite``)."""
+        armed = ARMED.get()
+        if armed is not None and not armed.used:
+            fn = remembering.applied(armed, fn, now_ms())
         with self.transaction() as conn:
             return fn(conn)
 
     def autocommit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` with no explicit transaction: for one statement, which SQLite makes atomic.
 
-        The error translation is inlined: a ``with`` block costs every call, an ``except`` only a failing one."""
+        The error translation is inlined: a ``with`` block costs every call, an ``except`` only a failing one.
+        With an armed memo the statement needs a transaction for its answer: ``write``."""
+        if ARMED.get() is not None:
+            return self.write(fn)
         try:
             return fn(self.connection())
         except sqlite3.DatabaseError:

@@ -31,7 +31,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
-from ..remembered import ARMED, Answer, Armed, Memo, Remembered, Replay
+from ..remembered import Answer, Memo, Remembered
 from ..session_forks import Forked
 from ..sql import events as events_sql
 from ..sql import platform as sql
@@ -311,18 +311,29 @@ class SqlitePlatform(PlatformFacet):
         found = await self.recall(memo.caller, memo.key)  # the write checks again, in its transaction
         if found is not None:
             return found
-        armed = Armed(memo)
-        token = ARMED.set(armed)
-        try:
+        with remembering.Attempt(memo) as attempt:
             result = await work()
-        except Replay as replay:
-            return replay.remembered
-        finally:
-            ARMED.reset(token)
-        if not armed.used:  # work wrote nothing (an absent key's delete): its answer still stands
-            answer = memo.render(result)
-            if answer is not None:
-                await self.keep(memo, answer, now_ms())
+        if attempt.replayed is not None:
+            return attempt.replayed
+        answer = attempt.unkept(result)  # work wrote nothing (an absent key's delete): its answer still stands
+        if answer is not None:
+            await self.keep(memo, answer, now_ms())
+        return result
+
+    def remember_sync(self, memo: Memo, work: Callable[[], T]) -> T | Remembered:
+        """``remember`` for a write of the sync face, on the caller's thread (``Database.remember_sync``)."""
+        found = self.db.read(lambda conn: remembering.recall(conn, memo.caller, memo.key))
+        if found is not None:
+            return found
+        with remembering.Attempt(memo) as attempt:
+            result = work()
+        if attempt.replayed is not None:
+            return attempt.replayed
+        answer = attempt.unkept(result)
+        if answer is not None:
+            self.db.write(
+                lambda conn: remembering.keep(conn, memo.caller, memo.key, memo.fingerprint, answer, now_ms())
+            )
         return result
 
     async def keep(self, memo: Memo, answer: Answer, now: int) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from contextvars import Token
 from typing import TypeVar
 
-from ..remembered import Answer, Armed, Remembered, Replay
+from ..remembered import ARMED, Answer, Armed, Memo, Remembered, Replay
 from ..sql import remembered as sql
 
 T = TypeVar("T")
@@ -25,6 +26,32 @@ def recall(conn: sqlite3.Connection, caller: str, key: str) -> Remembered | None
 
 def keep(conn: sqlite3.Connection, caller: str, key: str, fingerprint: bytes, answer: Answer, now: int) -> None:
     conn.execute(sql.KEEP, (caller, key, fingerprint, answer.status, answer.body, now))
+
+
+class Attempt:
+    """One remembered write, sync or async alike: ``with Attempt(memo) as attempt:`` around the work arms
+    the memo (``SqliteFile.write``/``awrite`` apply it to the work's write); after it, ``replayed`` is the
+    answer the key already held, else ``unkept(result)`` the answer still to keep (the work wrote nothing)."""
+
+    def __init__(self, memo: Memo) -> None:
+        self.armed = Armed(memo)
+        self.replayed: Remembered | None = None
+        self._token: Token[Armed | None] | None = None
+
+    def __enter__(self) -> Attempt:
+        self._token = ARMED.set(self.armed)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> bool:
+        assert self._token is not None
+        ARMED.reset(self._token)
+        if isinstance(error, Replay):
+            self.replayed = error.remembered
+            return True
+        return False
+
+    def unkept(self, result: object) -> Answer | None:
+        return None if self.armed.used else self.armed.memo.render(result)
 
 
 def applied(armed: Armed, fn: Callable[[sqlite3.Connection], T], now: int) -> Callable[[sqlite3.Connection], T]:
