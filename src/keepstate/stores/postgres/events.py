@@ -1,9 +1,10 @@
 """Run event logs on PostgreSQL (``RunEventLog``): many servers writing one run's log, and hearing of it.
 
-An emit (one call of ``ks_emit``, ``sql.events.PG_EMIT``) takes the run's head row first (``FOR UPDATE``),
-the lock a status change's trigger takes too, and only then checks, in a statement of its own (a fresh
-snapshot under READ COMMITTED), that its invocation still runs: a finish that committed first is seen and
-the emit refused; one that comes after waits for the emit and writes its status event after the emit's.
+An emit (one call of ``ks_emit``, ``sql.events.PG_PACKED_STEP``: its events one row) takes the run's head
+row first (``FOR UPDATE``), the lock a status change's trigger takes too, and only then checks, in a
+statement of its own (a fresh snapshot under READ COMMITTED), that its invocation still runs: a finish
+that committed first is seen and the emit refused; one that comes after waits for the emit and writes its
+status event after the emit's.
 So two writers never take one ``seq``, events commit in ``seq`` order, and nothing follows the event that
 ends a run. One statement, one round trip.
 
