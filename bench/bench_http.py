@@ -117,16 +117,18 @@ uvloop.run(main())
 """
 
 
-def load(url: str, request: bytes) -> dict[str, float]:
-    """Run the load generator in its own process against ``url`` with one raw request."""
+def load(url: str, request: bytes, generator: str = LOADGEN, connections: int = CONNECTIONS) -> dict[str, float]:
+    """Run a load generator (``LOADGEN`` or a variant of it) in its own process against ``url`` with one
+    raw request; its failure names what it printed."""
     host, port = url.removeprefix("http://").split(":")
     out = subprocess.run(
-        [sys.executable, "-c", LOADGEN, host, port, str(SECONDS), str(WARMUP), str(CONNECTIONS)],
+        [sys.executable, "-c", generator, host, port, str(SECONDS), str(WARMUP), str(connections)],
         input=request,
         capture_output=True,
-        check=True,
         timeout=SECONDS + 60,
     )
+    if out.returncode != 0:
+        raise RuntimeError(f"load generator failed: {out.stderr.decode()[-500:]}")
     result: dict[str, float] = json.loads(out.stdout)
     return result
 

@@ -11,9 +11,8 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
+import statistics
 import sys
 import tempfile
 import uuid
@@ -21,10 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 import keepstate
-from bench.bench_http import LOADGEN, keepstate_token
+from bench.bench_http import LOADGEN, SECONDS, WARMUP, keepstate_token, load
 from bench.bench_scaleout import throwaway_schema
 from bench.timing import paired, table
 
@@ -33,8 +30,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 from serverproc import running_server  # noqa: E402
 
 CONNECTIONS = 16
-SECONDS = float(os.environ.get("KEEPSTATE_BENCH_SECONDS", "3"))
-WARMUP = 1.0
 ROUNDS = 3
 EMBEDDED_OPS = int(os.environ.get("KEEPSTATE_BENCH_ONCE_OPS", "300"))
 MARK = b"@KEY@@@@@@@@@@@@"
@@ -74,20 +69,6 @@ def _request(method: str, path: str, body: bytes, token: str, keyed: int) -> byt
     return head + key + b"\r\n" + body
 
 
-def _load(url: str, request: bytes) -> float:
-    host, port = url.removeprefix("http://").split(":")
-    out = subprocess.run(
-        [sys.executable, "-c", KEYED_LOADGEN, host, port, str(SECONDS), str(WARMUP), str(CONNECTIONS)],
-        input=request,
-        capture_output=True,
-        timeout=SECONDS + 60,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"load generator failed: {out.stderr.decode()[-500:]}")
-    rps: float = json.loads(out.stdout)["rps"]
-    return rps
-
-
 CALLS = {
     "PUT": ("PUT", "/v0/state/agent/k{load}-@C@", b'{"value":{"n":1,"text":"a small state value"}}'),
     "append": ("POST", "/v0/state/run/log{load}-@C@/append", b'{"items":[{"role":"user","content":"hi"}]}'),
@@ -109,6 +90,10 @@ def store_url(backend: str) -> Iterator[str]:
             yield url
 
 
+def _rps(url: str, request: bytes) -> float:
+    return load(url, request, KEYED_LOADGEN, CONNECTIONS)["rps"]
+
+
 def http_rows() -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = []
     for backend in ("sqlite", "postgres"):
@@ -117,16 +102,13 @@ def http_rows() -> list[tuple[object, ...]]:
             for call, (method, path, body) in CALLS.items():
                 pairs = [
                     tuple(
-                        _load(server.url, _request(method, path.format(load=f"{n}{k}"), body, token, k)) for k in (0, 1)
+                        _rps(server.url, _request(method, path.format(load=f"{n}{k}"), body, token, k)) for k in (0, 1)
                     )
                     for n in range(ROUNDS)
                 ]
-                ratios = sorted(k / p for p, k in pairs)
-                plain_rps = sorted(p for p, _ in pairs)[ROUNDS // 2]
-                keyed_rps = sorted(k for _, k in pairs)[ROUNDS // 2]
-                rows.append((backend, call, f"{plain_rps:,.0f}", f"{keyed_rps:,.0f}", f"{ratios[ROUNDS // 2]:.2f}x"))
-            with httpx.Client(base_url=server.url, timeout=10) as client:
-                assert client.get("/readyz").status_code == 200
+                plain_rps, keyed_rps = (statistics.median(pair[side] for pair in pairs) for side in (0, 1))
+                ratio = statistics.median(k / p for p, k in pairs)
+                rows.append((backend, call, f"{plain_rps:,.0f}", f"{keyed_rps:,.0f}", f"{ratio:.2f}x"))
     return rows
 
 
