@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from functools import partial
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..errors import InvalidRequest, KeepstateError
-from ..platform.auth import hash_secret
 from ..platform.run_events import RunEvents
-from ..protocol import DEFAULT_PAGE, MAX_PAGE, RUN_TOKEN_HEADER
+from ..protocol import DEFAULT_PAGE, MAX_PAGE
 from ..stores.records import Emitted, StoredEvent
 from ..stores.remembered import Answer
 from . import idempotent
-from .http import json_response, parse_body, query_int, read_body
-from .routes import invocation_token, key_caller, once, platform, record_id, resource
+from .http import json_response, query_int
+from .routes import invocation_write, key_caller, record_id, resource
 
 log = logging.getLogger("keepstate.events")
 
@@ -41,15 +39,7 @@ def run_events(request: Request) -> RunEvents:
 
 
 async def emit(request: Request) -> Response:
-    caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER))
-    replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
-    if replayed is not None:
-        return replayed
-    token, inv_id = await invocation_token(request)
-    body = await read_body(request)
-    fields = await parse_body(body)
-    work = partial(run_events(request).emit, token, inv_id, fields)
-    return await once(request, f"token:{hash_secret(token)}", body, work, _emitted)
+    return await invocation_write(request, run_events(request).emit, _emitted)
 
 
 def _emitted(emitted: Emitted | None) -> Answer | None:

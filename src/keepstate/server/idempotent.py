@@ -119,14 +119,21 @@ def answered_response(answer: Answer) -> Response:
 
 
 async def respond_once(
-    request: Request, repo: PlatformFacet, caller: str, body: bytes, work: Callable[[], Awaitable[T]], render: Render
+    request: Request,
+    repo: PlatformFacet,
+    caller: str | None,
+    body: bytes,
+    work: Callable[[], Awaitable[T]],
+    render: Render,
 ) -> Response:
-    """The response to a write route: ``work`` rendered, run once per ``Idempotency-Key`` when one is sent."""
+    """The response to a write route: ``work`` rendered, run once per ``Idempotency-Key`` when one is sent
+    (``caller``: whose keys, given whenever one is)."""
     key = idempotency_key(request.headers.get(HEADER))
     if key is None:
         answer = render(await work())
         assert answer is not None
         return answered_response(answer)
+    assert caller is not None, "a keyed write names whose key it is"
     try:
         return answered_response(await answer_once(repo, caller, key, fingerprint(request.scope, body), work, render))
     except Replayed as replayed:

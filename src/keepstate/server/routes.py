@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,7 +17,6 @@ from starlette.routing import Route
 
 from .. import values
 from ..errors import InvalidRequest, NotFound
-from ..platform.auth import hash_secret
 from ..platform.invocations import Invocations, check_agents
 from ..platform.models import Caller
 from ..platform.service import Platform
@@ -195,9 +194,10 @@ def _run_answer(run: StoredRun | None) -> Answer | None:
 
 
 async def once(
-    request: Request, caller: str, body: bytes, work: Callable[[], Awaitable[T]], render: idempotent.Render
+    request: Request, caller: str | None, body: bytes, work: Callable[[], Awaitable[T]], render: idempotent.Render
 ) -> Response:
-    """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``). A keyed write commits
+    """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``; ``caller``: whose keys,
+    needed only with one). A keyed write commits
     only as its remembered step ends (PostgreSQL): the wake-up it gave this server's waiters (claims, run
     waits, event streams) came too early for them to see it, so they are woken again now."""
     response = await idempotent.respond_once(request, platform(request).repo, caller, body, work, render)
@@ -235,17 +235,32 @@ async def heartbeat(request: Request) -> Response:
 
 def finisher(kind: str) -> Endpoint:
     async def finish(request: Request) -> Response:
-        caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER))
-        replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
-        if replayed is not None:
-            return replayed
-        token, inv_id = await invocation_token(request)
-        body = await read_body(request)
-        fields = await parse_body(body, optional=kind != "fail")
-        work = partial(invocations(request).finish, token, inv_id, kind, fields)
-        return await once(request, f"token:{hash_secret(token)}", body, work, _finished)
+        def work(token: str, inv_id: str, fields: dict[str, Any]) -> Awaitable[StoredRun]:
+            return invocations(request).finish(token, inv_id, kind, fields)
+
+        return await invocation_write(request, work, _finished, optional=kind != "fail")
 
     return finish
+
+
+async def invocation_write(
+    request: Request,
+    work: Callable[[str, str, dict[str, Any]], Awaitable[T]],
+    render: idempotent.Render,
+    optional: bool = False,
+) -> Response:
+    """An invocation's write (complete/fail/hold, events): ``work(token, invocation id, body fields)``. With
+    an ``Idempotency-Key`` its repeat is answered before the token is checked, which a finished invocation's
+    token no longer passes; then the token is checked before the body is read, as for every invocation call."""
+    keyed = idempotent.HEADER in request.headers
+    caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER)) if keyed else None
+    replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
+    if replayed is not None:
+        return replayed
+    token, inv_id = await invocation_token(request)
+    body = await read_body(request)
+    fields = await parse_body(body, optional)
+    return await once(request, caller, body, partial(work, token, inv_id, fields), render)
 
 
 def _finished(run: StoredRun | None) -> Answer | None:
