@@ -58,6 +58,8 @@ def _memo(database: Database, ns: str, op: Op[Any]) -> Memo:
     answer_of = writes.ANSWERS[op.kind]
 
     def render(raw: Any) -> Answer:
+        if op.kind in ("patch", "pop") and raw is not None:
+            return Answer(200, bytes(raw[0]))  # the value as the store holds it: JSON already, not decoded here
         return Answer(200, orjson.dumps(answer_of(raw), default=list))  # an Appended is a list
 
     return Memo(CALLER, op.idempotency_key, fingerprint(ns, op), render)

@@ -5,15 +5,17 @@ request's fingerprint and the answer it got. ``PlatformFacet.remember(memo, work
 write, through the usual facets) so that its effect and its remembered answer commit together or not
 at all, and a repeat of the key finds the answer instead of writing again:
 
-- SQLite: ``work``'s one write transaction (``SqliteFile.awrite``) is wrapped while the memo is
+- SQLite: ``work``'s one write transaction (``SqliteFile.awrite``, or ``write`` for the sync face:
+  ``remember_sync``) is wrapped while the memo is
   ``ARMED``: look the key up, write, render the answer from what the write returned, store it.
 - PostgreSQL: one transaction around all of ``work`` (its connections are that transaction's, by
   ``db.aconnection``), which first claims the key: a repeat waits on the claim's row lock (10 s, then
   ``IdempotencyInFlight``), then finds the answer.
 - memory: the key is held in flight while ``work`` runs on the loop; nothing survives the process.
 
-Refused writes wrote nothing; their answer is kept apart from any write (``keep``) so a repeat is
-answered the same. Records are kept ``KEEP_MS`` and then purged with the runs.
+Refused writes wrote nothing; the server keeps their answer apart from any write (``keep``) so a repeat
+is answered the same. Records are kept ``KEEP_MS``, then forgotten by the servers' sweep and
+``keepstate purge`` (``purge_remembered``).
 """
 
 from __future__ import annotations
