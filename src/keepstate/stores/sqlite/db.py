@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from ...clock import now_ms
 from ...errors import NotFound, StoreClosed, Unavailable
 from ...values import MAX_VERSION
 from .. import forks
@@ -219,9 +218,7 @@ class SqliteFile:
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a write transaction on this thread; with an armed memo, its answer too (``awrite``)."""
-        armed = ARMED.get()
-        if armed is not None and not armed.used:
-            fn = remembering.applied(armed, fn, now_ms())
+        fn = remembering.with_answer(fn)
         with self.transaction() as conn:
             return fn(conn)
 
@@ -266,9 +263,7 @@ class SqliteFile:
     async def awrite(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in the writer thread, committed together with other waiting writes. While an
         idempotent write's memo is armed (``remembering.py``), its answer is stored with ``fn``."""
-        armed = ARMED.get()
-        if armed is not None and not armed.used:
-            fn = remembering.applied(armed, fn, now_ms())
+        fn = remembering.with_answer(fn)
         if self._writer is None:
             with self._lock:
                 if self._writer is None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextvars import Token
 from typing import TypeVar
 
+from ...clock import now_ms
 from ..remembered import ARMED, Answer, Armed, Memo, Remembered, Replay
 from ..sql import remembered as sql
 
@@ -52,6 +53,13 @@ class Attempt:
 
     def unkept(self, result: object) -> Answer | None:
         return None if self.armed.used else self.armed.memo.render(result)
+
+
+def with_answer(fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+    """``fn``, with the armed memo's answer stored beside its write (``applied``) while one waits for
+    its write; else ``fn`` itself (``SqliteFile.write``/``awrite`` pass every write here)."""
+    armed = ARMED.get()
+    return fn if armed is None or armed.used else applied(armed, fn, now_ms())
 
 
 def applied(armed: Armed, fn: Callable[[sqlite3.Connection], T], now: int) -> Callable[[sqlite3.Connection], T]:
