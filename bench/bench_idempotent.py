@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import sys
@@ -127,16 +128,16 @@ def embedded_rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]
 
 
 def _scope_writes(scope: keepstate.Scope) -> dict[str, tuple[Callable[[int], object], Callable[[int], object]]]:
-    """Each write plain and keyed (a fresh key per call)."""
-    run = uuid.uuid4().hex[:8]
+    """Each write plain and keyed (a fresh key per call, from a counter as a caller's own step numbers)."""
+    run, numbers = uuid.uuid4().hex[:8], itertools.count()
     return {
         "put": (
             lambda i: scope.put("k", {"n": i}),
-            lambda i: scope.put("k", {"n": i}, idempotency_key=f"p-{run}-{i}-{uuid.uuid4().hex[:6]}"),
+            lambda i: scope.put("k", {"n": i}, idempotency_key=f"p-{run}-{next(numbers)}"),
         ),
         "append": (
             lambda i: scope.append("log", [{"n": i}]),
-            lambda i: scope.append("log", [{"n": i}], idempotency_key=f"a-{run}-{i}-{uuid.uuid4().hex[:6]}"),
+            lambda i: scope.append("log", [{"n": i}], idempotency_key=f"a-{run}-{next(numbers)}"),
         ),
     }
 

@@ -62,7 +62,7 @@ def _memo(database: Database, ns: str, op: Op[Any]) -> Memo:
             return Answer(200, bytes(raw[0]))  # the value as the store holds it: JSON already, not decoded here
         return Answer(200, orjson.dumps(answer_of(raw), default=list))  # an Appended is a list
 
-    return Memo(CALLER, op.idempotency_key, fingerprint(ns, op), render)
+    return Memo(CALLER, op.idempotency_key, fingerprint(ns, op), render, one_write=op.kind != "patch")
 
 
 def _answer(op: Op[T], memo: Memo, result: Any) -> T:

@@ -87,10 +87,16 @@ def _same(found: Remembered, print_: bytes) -> Answer:
 
 
 async def answer_once(
-    repo: PlatformFacet, caller: str, key: str, print_: bytes, work: Callable[[], Awaitable[T]], render: Render
+    repo: PlatformFacet,
+    caller: str,
+    key: str,
+    print_: bytes,
+    work: Callable[[], Awaitable[T]],
+    render: Render,
+    one_write: bool = False,
 ) -> Answer:
     """The write's answer, from running it once with its answer kept; ``Replayed`` when the key had one."""
-    memo = Memo(caller, key, print_, render)
+    memo = Memo(caller, key, print_, render, one_write)
     try:
         result = await repo.remember(memo, work)
     except KeepstateError as error:

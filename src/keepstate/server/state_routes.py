@@ -93,9 +93,12 @@ class StateCall:
         self.body = await receive_body(self.receive, header(self.scope, _CONTENT_LENGTH))
         return await parse_body(self.body, optional)
 
-    async def write(self, work: Callable[[], Awaitable[T]], render: Callable[[T], bytes], status: int = 200) -> bytes:
+    async def write(
+        self, work: Callable[[], Awaitable[T]], render: Callable[[T], bytes], status: int = 200, one_write: bool = True
+    ) -> bytes:
         """The write's answer body; with an ``Idempotency-Key``, run once and remembered (``idempotent.py``),
-        a repeat raising ``Replayed``. ``render`` gets what the store's write returned (None: nothing)."""
+        a repeat raising ``Replayed``. ``render`` gets what the store's write returned (None: nothing).
+        ``one_write``: ``work`` is one state facet write, not a patch (``Memo.one_write``)."""
         key = idempotent.idempotency_key(header(self.scope, _IDEMPOTENCY_KEY))
         if key is None:
             return render(await work())
@@ -110,7 +113,7 @@ class StateCall:
         def answer(result: Any) -> Answer | None:
             return None if result is None and status == 200 else Answer(status, render(result))
 
-        answered = await idempotent.answer_once(self.platform.repo, caller, key, print_, work, answer)
+        answered = await idempotent.answer_once(self.platform.repo, caller, key, print_, work, answer, one_write)
         return answered.body
 
 
@@ -197,7 +200,7 @@ def _versioned(version: int) -> bytes:
 async def state_patch(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object()
-    return await call.write(lambda: call.api.patch(ns, call.key, body), _patched)
+    return await call.write(lambda: call.api.patch(ns, call.key, body), _patched, one_write=False)
 
 
 def _patched(answer: tuple[bytes, int]) -> bytes:
@@ -270,7 +273,7 @@ async def state_batch(call: StateCall) -> bytes:
         parts = (_batch_answer(op.op, answer) for op, answer in zip(planned, answers, strict=True))
         return b'{"results":[' + b",".join(parts) + b"]}"
 
-    return await call.write(lambda: call.api.batch(planned), results)
+    return await call.write(lambda: call.api.batch(planned), results, one_write=False)
 
 
 def _batch_answer(op: str, answer: Any) -> bytes:

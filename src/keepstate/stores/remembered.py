@@ -25,6 +25,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import IdempotencyInFlight
+
 KEEP_MS = 24 * 3600 * 1000
 """How long an answer is remembered at least: a purge takes records older than this."""
 IN_FLIGHT_S = 10.0
@@ -56,6 +58,13 @@ class Memo:
     key: str
     fingerprint: bytes
     render: Callable[[Any], Answer | None]
+    one_write: bool = False
+    """``work`` is one state write (not a patch) and nothing else: PostgreSQL writes it and keeps its
+    answer in one statement (``postgres/state_once.py``)."""
+
+
+def in_flight(key: str) -> IdempotencyInFlight:
+    return IdempotencyInFlight(f"a write with idempotency key {key!r} is still being applied: try again later")
 
 
 class Replay(Exception):

@@ -17,7 +17,7 @@ from itertools import count, islice
 from typing import Any, TypeVar
 
 from ...clock import now_ms
-from ...errors import IdempotencyInFlight, InvalidRequest, NotFound, SessionBusy
+from ...errors import InvalidRequest, NotFound, SessionBusy
 from ..base import PlatformFacet, RunEventLog
 from ..records import (
     ACTIVE,
@@ -36,7 +36,7 @@ from ..records import (
     agent_stats,
     finished_status,
 )
-from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered
+from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered, in_flight
 from ..session_forks import Forked
 from .events import MemoryEventLog
 
@@ -466,7 +466,7 @@ class MemoryPlatform(PlatformFacet):
         deadline = time.monotonic() + IN_FLIGHT_S
         while name in self._in_flight:
             if time.monotonic() > deadline:
-                raise IdempotencyInFlight(f"a write with idempotency key {memo.key!r} is still being applied")
+                raise in_flight(memo.key)
             await asyncio.sleep(0.01)
         found = self._remembered.get(name)
         if found is not None:

@@ -10,6 +10,7 @@ top (row locks that make the "other rows" guards true; see its docstring). Conne
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -37,7 +38,7 @@ from ..session_forks import Forked
 from ..sql import events as events_sql
 from ..sql import platform as sql
 from . import platform_sql as pg_sql
-from . import remembering
+from . import remembering, state_once
 from .db import aconnection
 from .events import PostgresEventLog
 from .platform_sql import pg
@@ -328,6 +329,9 @@ class PostgresPlatform(PlatformFacet):
             return await remembering.recall(conn, caller, key)
 
     async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
+        if memo.one_write:  # one statement writes and keeps its answer, unless the write needs its lock
+            with contextlib.suppress(state_once.Locked):
+                return await state_once.remember(memo, work)
         return await remembering.remember(self.pool, memo, work)
 
     async def keep(self, memo: Memo, answer: Answer, now: int) -> None:

@@ -17,8 +17,7 @@ import psycopg
 import psycopg_pool
 
 from ...clock import now_ms
-from ...errors import IdempotencyInFlight
-from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered
+from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered, in_flight
 from ..sql import remembered as sql
 from .db import HELD, aconnection
 from .platform_sql import pg
@@ -34,6 +33,10 @@ CLAIM = (
     "INSERT INTO ks_remembered (caller, key, fingerprint, created_at) SELECT %s, %s, %s, %s FROM wait "
     "ON CONFLICT (caller, key) DO NOTHING RETURNING (SELECT set_config('lock_timeout', usual, true) FROM wait)"
 )
+
+RAW = 0
+"""The status of a kept raw result (``state_once``: what the state facet's write returned; no HTTP answer
+has status 0), rendered by the memo of the repeat that finds it."""
 
 
 async def recall(conn: psycopg.AsyncConnection[Any], caller: str, key: str) -> Remembered | None:
@@ -55,7 +58,7 @@ async def remember(
                 found = await recall(conn, memo.caller, memo.key)
                 await conn.execute("ROLLBACK")
                 assert found is not None, "a claim is only seen once its write committed its answer"
-                return found
+                return rendered(memo, found)
             token = HELD.set((pool, conn))
             try:
                 result = await work()
@@ -70,12 +73,31 @@ async def remember(
             return result
         except psycopg.errors.LockNotAvailable:
             await _roll_back(conn)
-            raise IdempotencyInFlight(
-                f"a write with idempotency key {memo.key!r} is still being applied: try again later"
-            ) from None
+            raise in_flight(memo.key) from None
         except BaseException:
             await _roll_back(conn)
             raise
+
+
+def rendered(memo: Memo, found: Remembered) -> Remembered:
+    """``found`` with a raw result rendered by ``memo`` (only for the same request: another one is a mismatch)."""
+    if found.answer.status != RAW or found.fingerprint != memo.fingerprint:
+        return found
+    answer = memo.render(raw_result(found.answer.body))
+    assert answer is not None, "a kept raw result is a write's"
+    return Remembered(found.fingerprint, answer)
+
+
+def raw_result(body: bytes) -> Any:
+    """What the state facet's write returned, from the body its one statement kept (``state_once``)."""
+    kind, _, rest = body.partition(b":")
+    if kind == b"pop":
+        version, length, item = rest.split(b",", 2)
+        return item, int(version), int(length)
+    if kind == b"delete":
+        return True
+    numbers = tuple(int(part) for part in rest.split(b","))
+    return numbers[0] if kind == b"put" else numbers
 
 
 async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:

@@ -25,6 +25,7 @@ from ..numbers import add_checked, integer_of
 from ..records import BatchOp, Patcher
 from . import state_sql as sql
 from .state_lists import chunk
+from .state_once import first, unarmed
 
 try:
     import psycopg
@@ -60,7 +61,9 @@ async def one(conn: Conn, query: str, params: Any) -> Row | None:
 
 
 def _step(conn: Conn) -> AbstractAsyncContextManager[Any]:
-    """The caller's transaction (a batch's), or a short one of this write's own."""
+    """The caller's transaction (a batch's), or a short one of this write's own (never for a write whose
+    answer its one statement was to keep: ``state_once.Locked``)."""
+    unarmed()
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         return conn.transaction()
     return nullcontext()
@@ -130,7 +133,7 @@ async def _recut(conn: Conn, ns: str, key: str, at: int) -> None:
 async def put(conn: Conn, ns: str, key: str, data: bytes, if_version: int | None, ttl_ms: int | None) -> int:
     params = {"ns": ns, "key": key, "data": data, "if_version": if_version, "ttl": ttl_ms}
     query = sql.PUT_ANY if if_version is None else sql.PUT_IF_ABSENT if if_version == 0 else sql.PUT_IF_VERSION
-    row = await one(conn, query, params)
+    row = await first(conn, query, params)
     if row is not None:
         return int(row[0])
     async with _step(conn):
@@ -140,7 +143,7 @@ async def put(conn: Conn, ns: str, key: str, data: bytes, if_version: int | None
 
 async def delete(conn: Conn, ns: str, key: str, if_version: int | None) -> bool:
     params = {"ns": ns, "key": key, "if_version": if_version}
-    if await one(conn, sql.DELETE_VALUE, params) is not None:
+    if await first(conn, sql.DELETE_VALUE, params) is not None:
         return True
     async with _step(conn):
         header = await lock(conn, ns, key, create=False)
@@ -162,7 +165,7 @@ async def append(conn: Conn, ns: str, key: str, items: Sequence[bytes], ttl_ms: 
         **chunk(items).params(),
     }
     if items and size <= MAX_VALUE_BYTES:
-        row = await one(conn, sql.APPEND, params)
+        row = await first(conn, sql.APPEND, params)
         if row is not None:
             return int(row[0]), int(row[1])
     async with _step(conn):
@@ -177,7 +180,7 @@ async def trim(
     conn: Conn, ns: str, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None
 ) -> tuple[int, int]:
     params = {"ns": ns, "key": key, "keep": keep_last, "if_version": if_version, "ttl": ttl_ms}
-    row = await one(conn, sql.TRIM, params)
+    row = await first(conn, sql.TRIM, params)
     if row is not None:
         return int(row[0]), int(row[1])
     async with _step(conn):
@@ -195,7 +198,7 @@ async def trim(
 
 async def pop(conn: Conn, ns: str, key: str, if_version: int | None) -> tuple[bytes, int, int] | None:
     params = {"ns": ns, "key": key, "if_version": if_version}
-    row = await one(conn, sql.POP, params)
+    row = await first(conn, sql.POP, params)
     if row is None:
         async with _step(conn):
             header = await lock(conn, ns, key, create=False)
@@ -221,7 +224,7 @@ def _integer(header: Header) -> int:
 async def incr(conn: Conn, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> tuple[int, int]:
     params = {"ns": ns, "key": key, "by": by, "first": str(by).encode(), "if_version": if_version, "ttl": ttl_ms}
     query = sql.INCR_ANY if if_version is None else sql.INCR_IF_ABSENT if if_version == 0 else sql.INCR_IF_VERSION
-    row = await one(conn, query, params)
+    row = await first(conn, query, params)
     if row is not None:
         return int(row[0]), int(row[1])
     async with _step(conn):

@@ -321,10 +321,8 @@ class SqlitePlatform(PlatformFacet):
         return result
 
     def remember_sync(self, memo: Memo, work: Callable[[], T]) -> T | Remembered:
-        """``remember`` for a write of the sync face, on the caller's thread (``Database.remember_sync``)."""
-        found = self.db.read(lambda conn: remembering.recall(conn, memo.caller, memo.key))
-        if found is not None:
-            return found
+        """``remember`` for a write of the sync face, on the caller's thread (``Database.remember_sync``): one
+        state write, which looks its key up in its own transaction (no read before it: a repeat is rare)."""
         with remembering.Attempt(memo) as attempt:
             result = work()
         if attempt.replayed is not None:
