@@ -1,12 +1,15 @@
 """Embedded writes with an ``idempotency_key``: applied once per key, on the store's own records.
 
 ``Scope.append(..., idempotency_key="k")`` on a store opened with ``keepstate.open`` runs the write
-through ``PlatformFacet.remember``, the same atomic step the server's ``Idempotency-Key`` takes: the
-write and its answer commit together, and a repeat of the key (a process that restarted after a
-write it could not see answered) gets the first answer back, writing nothing. The answer kept is what
+through ``PlatformFacet.remember``, the same atomic step the server's ``Idempotency-Key`` takes (Redis,
+which has no platform records, keeps a record beside the scope's keys in the write's own script:
+``StateFacet.write_once``): the write and its answer commit together, and a repeat of the key (a
+process that restarted after a write it could not see answered) gets the first answer back, writing
+nothing. The answer kept is what
 the scope's call returned, as JSON; a repeat with the key and another write is ``IdempotencyMismatch``.
 Keys of embedded writes are the store's own, apart from every server caller's, and are forgotten a
-day later like theirs (``keepstate purge``, a server's sweep).
+day later like theirs (``keepstate purge``, a server's sweep; on Redis the record expires, and a key is
+the scope's own there: its record lives in the scope's hash slot).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, TypeVar
 import orjson
 
 from . import values, writes
-from .errors import IdempotencyMismatch, InvalidRequest
+from .errors import IdempotencyMismatch
 from .ops import Op
 from .scope import Appended
 from .stores.base import Database
@@ -35,26 +38,25 @@ def fingerprint(ns: str, op: Op[Any]) -> bytes:
 
 
 async def write_once(database: Database, ns: str, op: Op[T]) -> T:
-    """``op`` on ``ns``, applied once per ``op.idempotency_key`` (set)."""
-    memo = _memo(database, ns, op)
-    platform, facet = await database.platform(), await database.state()
+    """``op`` on ``ns``, applied once per ``op.idempotency_key`` (set): by the platform's records, or by
+    the state facet itself on a store without them (Redis)."""
+    memo = _memo(ns, op)
+    facet = await database.state()
+    if not database.capabilities.platform:
+        return _answer(op, memo, await facet.write_once(writes.lone_op(op, ns), memo))
+    platform = await database.platform()
     return _answer(op, memo, await platform.remember(memo, lambda: writes.facet_write(facet, ns, op)))
 
 
 def write_once_sync(database: Database, ns: str, op: Op[T]) -> T:
     """``write_once`` for the sync face, on the caller's thread (``Database.remembers_sync``)."""
-    memo = _memo(database, ns, op)
+    memo = _memo(ns, op)
     facet = database.sync_state()
     return _answer(op, memo, database.remember_sync(memo, lambda: writes.facet_write(facet, ns, op)))
 
 
-def _memo(database: Database, ns: str, op: Op[Any]) -> Memo:
+def _memo(ns: str, op: Op[Any]) -> Memo:
     assert op.idempotency_key is not None
-    if not database.capabilities.platform:
-        raise InvalidRequest(
-            "idempotency_key needs a store that keeps records of writes: memory://, sqlite:/// or postgresql:// "
-            "(Redis holds state only)"
-        )
     answer_of = writes.ANSWERS[op.kind]
 
     def render(raw: Any) -> Answer:

@@ -42,6 +42,13 @@ def batch_op(op: Op[Any], ns: str) -> BatchOp:
     return BatchOp(kind, ns, key, keep_last=op.arg, **common)
 
 
+def lone_op(op: Op[Any], ns: str) -> BatchOp:
+    """``op`` as a facet op of its own: ``batch_op``'s, or a ``pop`` (which no batch takes)."""
+    if op.kind == "pop":
+        return BatchOp("pop", ns, values.check_key(op.key), if_version=op.if_version)
+    return batch_op(op, ns)
+
+
 def op_of(kind: str, key: str, fields: dict[str, Any]) -> Op[Any]:
     """A write as a value from its checked body fields (``platform.state.write_fields``)."""
     return Op(kind, key, fields.get(ops.ARGS.get(kind, "")), fields.get("if_version"), fields.get("ttl_ms"))

@@ -261,6 +261,15 @@ class StateFacet(ABC):
         """Turn up to ``limit`` expired keys into tombstones (freeing their values and items); how many.
         Only space: reads already treat an expired key as absent."""
 
+    async def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        """``op`` applied once per ``memo``'s key, for a store with no platform records to keep its answer
+        (``PlatformFacet.remember``): what the op's call returns, or the key's ``Remembered``. Redis keeps
+        a record beside the op's keys; a store that cannot refuses."""
+        raise InvalidRequest(
+            "idempotency_key needs a store that keeps records of writes: memory://, sqlite:///, postgresql:// "
+            "or redis://"
+        )
+
 
 class SyncStateFacet(Protocol):
     """``StateFacet``'s synchronous face: the same methods and promises."""

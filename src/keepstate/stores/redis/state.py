@@ -16,6 +16,9 @@ Layout, every name starting with the URL's prefix ``P``; a key's names carry the
   expires), so ``sweep`` finds expired keys without a scan. On a Redis Cluster, one such set per hash
   slot instead, ``P{TAG}:expiry`` with the slot's own tag (``slots.slot_tag``), so that it shares the
   slot of the keys it lists.
+- ``Ponce:CALLER:KEY`` — an idempotency key's record (``write_once``: the request's fingerprint, the
+  write's results), written by the write's own script and expiring a day later; on a cluster
+  ``P{ns}:once:CALLER:KEY``, in the slot of the scope written.
 
 Every write (a single call or a batch of up to 100) is one run of the engine script
 (``state_lua.WRITE``), which checks every op before it writes anything — except a lone ``put``,
@@ -44,6 +47,7 @@ from ..base import StateFacet
 from ..lists import check_append, split_list
 from ..numbers import add_checked
 from ..records import VERSION_LIMIT, BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end, version_limit
+from ..remembered import KEEP_MS, Answer, Memo, Remembered
 from . import single_lua
 from . import state_lua as lua
 from .db import Client, Script, translate_errors
@@ -118,6 +122,12 @@ class Names:
 
     def index(self, ns: str) -> str:
         return f"{self.prefix}{{{ns}}}:keys"
+
+    def record(self, ns: str, caller: str, key: str) -> str:
+        """An idempotency key's record: the store's own on one Redis; on a cluster in the slot of the scope
+        it writes (a script reaches one slot), so there a key is the scope's own."""
+        where = self.prefix if self.cluster is None else f"{self.prefix}{{{ns}}}:"
+        return f"{where}once:{caller}:{key}"
 
     def head(self, ns: str, key: str) -> list[str]:
         """The header and index names of one key: what every short script takes first."""
@@ -254,6 +264,28 @@ def _record(ns: str, key: str, found: list[Any]) -> StateRecord:
     return StateRecord(ns, key, entry.version, entry.data, entry.expires_at)
 
 
+class Once:
+    """An idempotent write's record (its Redis name) and memo, as the engine's once-run takes them."""
+
+    __slots__ = ("memo", "record")
+
+    def __init__(self, record: str, memo: Memo) -> None:
+        self.record, self.memo = record, memo
+
+    @property
+    def args(self) -> list[Any]:
+        return [self.memo.fingerprint, KEEP_MS]
+
+    def replayed(self, op: BatchOp, fingerprint: bytes, results: list[Any], value: bytes | None) -> Remembered:
+        """The key's record as its ``Remembered``: rendered by the memo when it is the same request (else
+        only its fingerprint matters: a mismatch)."""
+        if fingerprint != self.memo.fingerprint:
+            return Remembered(fingerprint, Answer(0, b""))
+        answer = self.memo.render(_answer(op, results[0], (_sha(None), value or b"") if op.op == "patch" else None))
+        assert answer is not None, "a kept result is a write's"
+        return Remembered(fingerprint, answer)
+
+
 # ---------------------------------------------------------------- the facet
 
 
@@ -264,6 +296,7 @@ class RedisState(StateFacet):
         self.client = client
         self.names = names
         self._write = Script(client, lua.WRITE)
+        self._write_once = Script(client, lua.ONCE_WRITE)
         self._convert = Script(client, lua.CONVERT)
         self._read = Script(client, lua.READ)
         self._part = Script(client, lua.PART)
@@ -338,6 +371,13 @@ class RedisState(StateFacet):
     async def _one(self, op: BatchOp) -> Any:
         return (await self._run([op], batch=False))[0]
 
+    async def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        """``op`` applied once per ``memo``'s key: the engine's run that writes it keeps its result in the
+        key's record (``Names.record``, expiring after ``KEEP_MS``); a repeat gets that record as the key's
+        ``Remembered`` and writes nothing."""
+        once = Once(self.names.record(op.ns, memo.caller, memo.key), memo)
+        return (await self._run([op], batch=False, once=once))[0]
+
     async def _single(self, script: Script, keys: list[str], args: list[Any], op: Callable[[], BatchOp]) -> Any:
         """One put, append or incr by its short script (``single_lua``), answered as the engine's
         answer to that op alone; by the engine itself when the script hands the key over. The op is
@@ -352,14 +392,21 @@ class RedisState(StateFacet):
             _refuse(op(), reply[1], reply[2] if len(reply) > 2 else None)
         return await self._one(op())
 
-    async def _run(self, ops: Sequence[BatchOp], batch: bool) -> list[Any]:
-        """Run the engine until it answers: splitting stored lists and computing patches it asks for."""
+    async def _run(self, ops: Sequence[BatchOp], batch: bool, once: Once | None = None) -> list[Any]:
+        """Run the engine until it answers: splitting stored lists and computing patches it asks for
+        (``once``: the one op's idempotency record, its kept answer the run's ``Remembered``)."""
         patched: dict[int, Patched] = {}
         for _ in range(ROUNDS):
             keys, args, places = self._encode(ops, patched)
             with translate_errors():
-                reply = await self._write(keys=keys, args=args)
+                if once is None:
+                    reply = await self._write(keys=keys, args=args)
+                else:
+                    reply = await self._write_once(keys=[*keys, once.record], args=[*args, *once.args])
             signal, rest = reply[0], reply[1:]
+            if signal == b"replayed":
+                assert once is not None
+                return [once.replayed(ops[0], *rest)]
             if signal == b"ok":
                 return [
                     _answer(op, answer, patched.get(i)) for i, (op, answer) in enumerate(zip(ops, rest, strict=True))

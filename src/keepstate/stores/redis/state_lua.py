@@ -436,12 +436,36 @@ return {'ok', unpack(results)}
 """
 )
 
-WRITE = _CLOCK + _HELPERS + ADD + _MODEL + _OPS + _APPLY + _RUN
+_ENGINE = _CLOCK + _HELPERS + ADD + _MODEL + _OPS + _APPLY
+WRITE = _ENGINE + _RUN
 """KEYS: expiry set, then per key: header, items, offsets, index. ARGV: per op, its header
 ``'code group if_version ttl argc want'`` (key group from 1; ``''`` for no if_version or ttl; want ``d``
 when the run needs the value's bytes), its key, its argc args.
 Answers ``{'ok', result...}``, ``{'conflict', index, current...}``, ``{'error', index, code, detail}``,
 ``{'need', index, value}``, ``{'stale', index}`` or ``{'convert', group}`` (indexes from 0)."""
+
+_ONCE = """
+-- An idempotent write: the last KEYS is its key's record (in the scope's hash slot), the last two ARGV
+-- its request's fingerprint and how long the record is kept (ms). A record already there answers.
+local record, keep_ms, fingerprint = table.remove(KEYS), table.remove(ARGV), table.remove(ARGV)
+local kept = redis.call('HMGET', record, 'f', 'r', 'p')
+if kept[1] then return {'replayed', kept[1], cmsgpack.unpack(kept[2]), kept[3]} end
+"""
+
+_KEEP = """local fields = {'f', fingerprint, 'r', cmsgpack.pack(results)}
+if ARGV[1]:sub(1, 6) == 'patch ' then  -- its answer holds the value written: whole, or the list's items
+  fields[5], fields[6] = 'p', ARGV[4] == 'v' and ARGV[5] or '[' .. table.concat(ARGV, ',', 5) .. ']'
+end
+redis.call('HSET', record, unpack(fields))
+redis.call('PEXPIRE', record, keep_ms)
+return {'ok', unpack(results)}"""
+
+ONCE_WRITE = _ENGINE + _ONCE + _RUN.replace("return {'ok', unpack(results)}", _KEEP)
+"""``WRITE`` of one op kept once per idempotency key (``RedisState.write_once``): KEYS and ARGV as
+``WRITE``'s, then the record's name (KEYS) and the fingerprint and keep time (ARGV). Its answers are
+``WRITE``'s, and ``{'replayed', fingerprint, {result}, value}`` when the key has a record (``value``: a
+patch's). The record (``f`` fingerprint, ``r`` the results, ``p`` a patch's value) is written with the
+write itself, only when the write is: a refused write is not remembered."""
 
 CONVERT = (
     _HELPERS

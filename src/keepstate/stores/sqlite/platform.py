@@ -308,9 +308,10 @@ class SqlitePlatform(PlatformFacet):
         return await self._read(lambda conn: remembering.recall(conn, caller, key))
 
     async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
-        found = await self.recall(memo.caller, memo.key)  # the write checks again, in its transaction
-        if found is not None:
-            return found
+        if not memo.one_write:  # a run's write checks the run first: a repeat is answered before that
+            found = await self.recall(memo.caller, memo.key)  # the write checks again, in its transaction
+            if found is not None:
+                return found
         with remembering.Attempt(memo) as attempt:
             result = await work()
         if attempt.replayed is not None:
