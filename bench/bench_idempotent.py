@@ -5,7 +5,7 @@
    a counter written into the request), a run token's ``PUT`` and ``append``; keyed and plain loads
    alternate, ``ROUNDS`` times: the median of the rounds' ratios of requests per second.
 2. **Embedded**: a ``Scope``'s ``put`` and ``append`` with ``idempotency_key=`` against without, one
-   caller, on SQLite, PostgreSQL and ``memory://``, alternating rounds (``timing.paired``).
+   caller, on SQLite, PostgreSQL, Redis and ``memory://``, alternating rounds (``timing.paired``).
 3. **Space**: what one kept answer takes in the store (its table and index over the answers kept).
 """
 
@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import keepstate
+from bench.bench_backends import REDIS_URL
 from bench.bench_http import LOADGEN, SECONDS, WARMUP, keepstate_token, load
 from bench.bench_scaleout import throwaway_schema
 from bench.timing import paired, table
@@ -83,6 +84,16 @@ to the end of its transaction: a contention no workload of separate agents has).
 def store_url(backend: str) -> Iterator[str]:
     if backend == "memory":
         yield f"memory://{uuid.uuid4().hex}"
+    elif backend == "redis":
+        prefix = f"ks_bench_once:{uuid.uuid4().hex[:10]}:"
+        try:
+            yield f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
+        finally:
+            import redis
+
+            with redis.Redis.from_url(REDIS_URL) as client:
+                for name in client.scan_iter(match=f"{prefix}*", count=1000):
+                    client.delete(name)
     elif backend == "sqlite":
         with tempfile.TemporaryDirectory(prefix="ks-bench-once-") as folder:
             yield f"sqlite:///{folder}/once.db"
@@ -116,13 +127,13 @@ def http_rows() -> list[tuple[object, ...]]:
 def embedded_rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     rows: list[tuple[object, ...]] = []
     space: list[tuple[object, ...]] = []
-    for backend in ("sqlite", "postgres", "memory"):
+    for backend in ("sqlite", "postgres", "redis", "memory"):
         with store_url(backend) as url, keepstate.open(url) as store:
             scope = store.scope("session", agent="bench", id="s-1")
             for call, (plain, keyed) in _scope_writes(scope).items():
                 plain_rate, keyed_rate, ratio = paired(plain, keyed, EMBEDDED_OPS, rounds=ROUNDS)
                 rows.append((backend, call, f"{plain_rate:,.0f}", f"{keyed_rate:,.0f}", f"{ratio:.2f}x"))
-            if backend != "memory":
+            if backend in ("sqlite", "postgres"):
                 space.append((backend, *_space(url)))
     return rows, space
 
