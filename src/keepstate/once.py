@@ -32,8 +32,14 @@ CALLER = "store"
 
 
 def fingerprint(ns: str, op: Op[Any]) -> bytes:
-    """What a repeat must match: the scope and every argument of the write."""
-    what = [ns, op.kind, op.key, values.encode(op.arg), op.if_version, op.ttl_ms]
+    """What a repeat must match: the scope and every argument of the write (the argument as JSON, from
+    the bytes the write stores where it has them: an append's items make the list's JSON)."""
+    arg = writes.encoded(op)
+    if op.kind == "append":
+        arg = b"[" + b",".join(arg) + b"]"
+    elif not isinstance(arg, bytes):
+        arg = values.encode(arg)
+    what = [ns, op.kind, op.key, arg, op.if_version, op.ttl_ms]
     return hashlib.sha256(orjson.dumps(what, default=bytes.decode)).digest()
 
 

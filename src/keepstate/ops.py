@@ -32,7 +32,7 @@ class Op(Generic[T]):
     ``arg`` is the write's own argument: the value (``put``), the items (``append``), the step
     (``incr``), the merge patch (``patch``), how many items remain (``trim``); None otherwise."""
 
-    __slots__ = ("arg", "idempotency_key", "if_version", "key", "kind", "ttl_ms")
+    __slots__ = ("arg", "encoded", "idempotency_key", "if_version", "key", "kind", "ttl_ms")
 
     def __init__(
         self, kind: str, key: str, arg: Any = None, if_version: int | None = None, ttl_ms: int | None = None
@@ -40,6 +40,8 @@ class Op(Generic[T]):
         self.kind, self.key, self.arg, self.if_version, self.ttl_ms = kind, key, arg, if_version, ttl_ms
         self.idempotency_key: str | None = None
         """Apply this write once per key: a repeat answers the first answer (``Scope``'s ``idempotency_key=``)."""
+        self.encoded: Any = None
+        """``arg`` as the store takes it, once made (``writes.encoded``): a keyed write's fingerprint reads it too."""
 
     def keyed(self, idempotency_key: str | None) -> Op[T]:
         """This op with its idempotency key (checked: the key charset), or as it is for None."""

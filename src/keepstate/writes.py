@@ -64,10 +64,18 @@ def facet_write(facet: SyncStateFacet | StateFacet, ns: str, op: Op[Any]) -> Any
     return call(facet, ns, op)
 
 
+def encoded(op: Op[Any]) -> Any:
+    """A ``put``'s value or an ``append``'s items as the store takes them (checked), made once per op: a
+    keyed write's fingerprint (``once.py``) and the write read the same bytes. Other ops: their ``arg``."""
+    if op.encoded is None and op.kind in ("put", "append"):
+        op.encoded = encode_value(op.arg) if op.kind == "put" else values.encode_items(op.arg)
+    return op.arg if op.encoded is None else op.encoded
+
+
 _FACET_CALLS: dict[str, Callable[[Any, str, Op[Any]], Any]] = {
-    "put": lambda f, ns, op: f.put(ns, op.key, encode_value(op.arg), op.if_version, op.ttl_ms),
+    "put": lambda f, ns, op: f.put(ns, op.key, encoded(op), op.if_version, op.ttl_ms),
     "delete": lambda f, ns, op: f.delete(ns, op.key, op.if_version),
-    "append": lambda f, ns, op: f.append(ns, op.key, values.encode_items(op.arg), op.ttl_ms),
+    "append": lambda f, ns, op: f.append(ns, op.key, encoded(op), op.ttl_ms),
     "trim": lambda f, ns, op: f.trim(ns, op.key, op.arg, op.if_version, op.ttl_ms),
     "pop": lambda f, ns, op: f.pop(ns, op.key, op.if_version),
     "incr": lambda f, ns, op: f.incr(ns, op.key, op.arg, op.if_version, op.ttl_ms),
