@@ -26,7 +26,7 @@ Answers: the new version (put), ``{total, version}`` (incr), ``{version, length}
 from __future__ import annotations
 
 from ...values import MAX_VALUE_BYTES, MAX_VERSION
-from .state_lua import _CLOCK, ADD
+from .state_lua import _CLOCK, ADD, ONCE
 
 _HEAD = (
     _CLOCK
@@ -136,3 +136,15 @@ return {v, n}
 tombstone) or to a live list with offsets, whose kind and base stay; the engine takes the rest (a
 stored value to split or refuse, a list without offsets, an expired key still holding its items or
 value)."""
+
+
+def _kept_once(script: str) -> str:
+    """``script`` kept once per idempotency key (``state_lua.ONCE``: the record's name last in KEYS, the
+    fingerprint and keep time last in ARGV): a record answers ``{'replayed', …}``; the write's answer,
+    the script's last ``return``, is kept as the engine keeps a one-op run's results."""
+    body, _, answer = script.rstrip().rpartition("\nreturn ")
+    return f"{ONCE}{body}\nlocal answer = {answer}\nkeep({{answer}})\nreturn answer\n"
+
+
+ONCE_PUT, ONCE_INCR, ONCE_APPEND = (_kept_once(script) for script in (PUT, INCR, APPEND))
+"""``PUT``, ``INCR`` and ``APPEND`` with an idempotency key's record (``RedisState.write_once``)."""

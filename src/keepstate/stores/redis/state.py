@@ -63,7 +63,7 @@ SWEEP_SETS = 1024
 ROUNDS = 1000
 """Runs of the engine one call may take: one more per patch of a batch, and a retry whenever another
 writer changed a patched key or a stored list had to be split first."""
-SIGNALS = (b"conflict", b"error", b"engine")
+SIGNALS = (b"conflict", b"error", b"engine", b"replayed")
 """The first word of a short script's answer when it is not the write's result (``single_lua``)."""
 LIST_OPS = ("append", "trim")
 VALUE_OPS = ("incr", "patch")
@@ -307,6 +307,9 @@ class RedisState(StateFacet):
         self._put1 = Script(client, single_lua.PUT)
         self._append1 = Script(client, single_lua.APPEND)
         self._incr1 = Script(client, single_lua.INCR)
+        self._put_once = Script(client, single_lua.ONCE_PUT)
+        self._append_once = Script(client, single_lua.ONCE_APPEND)
+        self._incr_once = Script(client, single_lua.ONCE_INCR)
 
     # -- writes: each one run of the engine
 
@@ -316,8 +319,13 @@ class RedisState(StateFacet):
         def op() -> BatchOp:
             return BatchOp("put", ns, key, data=data, if_version=if_version, ttl_ms=ttl_ms)
 
-        keys = [*self.names.head(ns, key), self.names.expiry_of(ns)]
-        return int(await self._single(self._put1, keys, [key, _guard(if_version, ttl_ms), data], op))
+        return int(await self._single(self._put1, *self._put_call(ns, key, data, if_version, ttl_ms), op))
+
+    def _put_call(
+        self, ns: str, key: str, data: bytes, if_version: int | None, ttl_ms: int | None
+    ) -> tuple[list[str], list[Any]]:
+        """The short script's KEYS and ARGV of a put (``single_lua``)."""
+        return [*self.names.head(ns, key), self.names.expiry_of(ns)], [key, _guard(if_version, ttl_ms), data]
 
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         return bool(await self._one(BatchOp("delete", ns, key, if_version=if_version)))
@@ -326,12 +334,17 @@ class RedisState(StateFacet):
         def op() -> BatchOp:
             return BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms)
 
+        version, length = await self._single(self._append1, *self._append_call(ns, key, items, ttl_ms), op)
+        return int(version), int(length)
+
+    def _append_call(
+        self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None
+    ) -> tuple[list[str], list[Any]]:
         names = self.names
         keys = [*names.head(ns, key), names.base(ns, "l") + key, names.base(ns, "o") + key]
         if ttl_ms is not None:  # the expiry set changes only with a ttl: otherwise one key less to send
             keys.append(names.expiry_of(ns))
-        version, length = await self._single(self._append1, keys, [key, _guard(None, ttl_ms), *items], op)
-        return int(version), int(length)
+        return keys, [key, _guard(None, ttl_ms), *items]
 
     async def trim(
         self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
@@ -350,9 +363,13 @@ class RedisState(StateFacet):
         def op() -> BatchOp:
             return BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms)
 
-        keys = [*self.names.head(ns, key), self.names.expiry_of(ns)]
-        total, version = await self._single(self._incr1, keys, [key, _guard(if_version, ttl_ms), str(by)], op)
+        total, version = await self._single(self._incr1, *self._incr_call(ns, key, by, if_version, ttl_ms), op)
         return int(total), int(version)
+
+    def _incr_call(
+        self, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None
+    ) -> tuple[list[str], list[Any]]:
+        return [*self.names.head(ns, key), self.names.expiry_of(ns)], [key, _guard(if_version, ttl_ms), str(by)]
 
     async def update(
         self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
@@ -376,12 +393,24 @@ class RedisState(StateFacet):
         key's record (``Names.record``, expiring after ``KEEP_MS``); a repeat gets that record as the key's
         ``Remembered`` and writes nothing."""
         once = Once(self.names.record(op.ns, memo.caller, memo.key), memo)
-        return (await self._run([op], batch=False, once=once))[0]
+        if op.op == "put":
+            script, (keys, args) = self._put_once, self._put_call(op.ns, op.key, op.data, op.if_version, op.ttl_ms)
+        elif op.op == "append":
+            script, (keys, args) = self._append_once, self._append_call(op.ns, op.key, op.items, op.ttl_ms)
+        elif op.op == "incr":
+            script, (keys, args) = self._incr_once, self._incr_call(op.ns, op.key, op.by, op.if_version, op.ttl_ms)
+        else:
+            return (await self._run([op], batch=False, once=once))[0]
+        found = await self._single(script, [*keys, once.record], [*args, *once.args], lambda: op, once)
+        return found if isinstance(found, Remembered) else _answer(op, found, None)  # the engine's: as it is
 
-    async def _single(self, script: Script, keys: list[str], args: list[Any], op: Callable[[], BatchOp]) -> Any:
+    async def _single(
+        self, script: Script, keys: list[str], args: list[Any], op: Callable[[], BatchOp], once: Once | None = None
+    ) -> Any:
         """One put, append or incr by its short script (``single_lua``), answered as the engine's
         answer to that op alone; by the engine itself when the script hands the key over. The op is
-        made only then, or for an error's wording: the usual call spends nothing on it."""
+        made only then, or for an error's wording: the usual call spends nothing on it. ``once``: the
+        script is the op's once-variant, its key's record last in ``keys`` (``write_once``)."""
         with translate_errors():
             reply = await script(keys=keys, args=args)
         if not isinstance(reply, list) or reply[0] not in SIGNALS:
@@ -390,7 +419,10 @@ class RedisState(StateFacet):
             raise VersionConflict(current_version=int(reply[1]))
         if reply[0] == b"error":
             _refuse(op(), reply[1], reply[2] if len(reply) > 2 else None)
-        return await self._one(op())
+        if reply[0] == b"replayed":
+            assert once is not None
+            return once.replayed(op(), *reply[1:])
+        return (await self._run([op()], batch=False, once=once))[0]
 
     async def _run(self, ops: Sequence[BatchOp], batch: bool, once: Once | None = None) -> list[Any]:
         """Run the engine until it answers: splitting stored lists and computing patches it asks for

@@ -444,23 +444,27 @@ when the run needs the value's bytes), its key, its argc args.
 Answers ``{'ok', result...}``, ``{'conflict', index, current...}``, ``{'error', index, code, detail}``,
 ``{'need', index, value}``, ``{'stale', index}`` or ``{'convert', group}`` (indexes from 0)."""
 
-_ONCE = """
--- An idempotent write: the last KEYS is its key's record (in the scope's hash slot), the last two ARGV
--- its request's fingerprint and how long the record is kept (ms). A record already there answers.
+ONCE = """
+-- An idempotent write: the last KEYS is its key's record, the last two ARGV its request's fingerprint and
+-- how long the record is kept (ms). A record already there answers; the write keeps one (``keep``).
 local record, keep_ms, fingerprint = table.remove(KEYS), table.remove(ARGV), table.remove(ARGV)
 local kept = redis.call('HMGET', record, 'f', 'r', 'p')
 if kept[1] then return {'replayed', kept[1], cmsgpack.unpack(kept[2]), kept[3]} end
-"""
-
-_KEEP = """local fields = {'f', fingerprint, 'r', cmsgpack.pack(results)}
-if ARGV[1]:sub(1, 6) == 'patch ' then  -- its answer holds the value written: whole, or the list's items
-  fields[5], fields[6] = 'p', ARGV[4] == 'v' and ARGV[5] or '[' .. table.concat(ARGV, ',', 5) .. ']'
+local function keep(results, ...)
+  redis.call('HSET', record, 'f', fingerprint, 'r', cmsgpack.pack(results), ...)
+  redis.call('PEXPIRE', record, keep_ms)
 end
-redis.call('HSET', record, unpack(fields))
-redis.call('PEXPIRE', record, keep_ms)
+"""
+"""The head of a write script kept once per idempotency key (the engine's and the short scripts')."""
+
+_KEEP = """if ARGV[1]:sub(1, 6) == 'patch ' then  -- its answer holds the value written: whole, or the list's items
+  keep(results, 'p', ARGV[4] == 'v' and ARGV[5] or '[' .. table.concat(ARGV, ',', 5) .. ']')
+else
+  keep(results)
+end
 return {'ok', unpack(results)}"""
 
-ONCE_WRITE = _ENGINE + _ONCE + _RUN.replace("return {'ok', unpack(results)}", _KEEP)
+ONCE_WRITE = _ENGINE + ONCE + _RUN.replace("return {'ok', unpack(results)}", _KEEP)
 """``WRITE`` of one op kept once per idempotency key (``RedisState.write_once``): KEYS and ARGV as
 ``WRITE``'s, then the record's name (KEYS) and the fingerprint and keep time (ARGV). Its answers are
 ``WRITE``'s, and ``{'replayed', fingerprint, {result}, value}`` when the key has a record (``value``: a
