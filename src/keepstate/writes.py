@@ -1,9 +1,10 @@
 """A write's arguments made into the store's terms, once for the embedded store and the server.
 
-``facet_write`` runs one ``ops.Op`` by the state facet's own call for that write alone (its fast path:
-a put is the facet's ``put``, not a batch of one), checked and encoded; ``ANSWERS`` turn that call's
-answer into what the scope's call answers. ``StoreOps``/``AsyncStoreOps`` run every write through these
-two, so the sync and async doors differ only by the ``await``.
+``facet_write`` runs one ``ops.Op`` through the state facet's one door for a write alone (``write``,
+where each backend keeps its fast path: a put is not a batch of one), checked and encoded by
+``lone_op``; ``ANSWERS`` turn the facet's answer into what the scope's call answers.
+``StoreOps``/``AsyncStoreOps`` run every write through these two, so the sync and async doors differ
+only by the ``await``.
 ``batch_op`` checks and encodes one write of a batch (``put``, ``delete``, ``append``, ``incr``,
 ``patch``, ``trim``: the same ``Op`` a call alone makes, or ``op_of`` a server body's) into a
 ``BatchOp``; ``scoped_conflicts`` turns the facet's conflicts (by namespace) into the API's (by scope).
@@ -27,26 +28,31 @@ def batch_op(op: Op[Any], ns: str) -> BatchOp:
     kind, key = op.kind, op.key
     if kind not in BATCH_OPS:
         raise InvalidRequest(f"op must be one of {', '.join(BATCH_OPS)}, got {kind!r:.40}")
-    values.check_key(key)
-    common: dict[str, Any] = {"if_version": op.if_version, "ttl_ms": op.ttl_ms}
-    if kind == "put":
-        return BatchOp(kind, ns, key, data=encode_value(op.arg), **common)
-    if kind == "delete":
-        return BatchOp(kind, ns, key, if_version=op.if_version)
-    if kind == "append":
-        return BatchOp(kind, ns, key, items=values.encode_items(op.arg), ttl_ms=op.ttl_ms)
-    if kind == "incr":
-        return BatchOp(kind, ns, key, by=op.arg, **common)
-    if kind == "patch":
-        return BatchOp(kind, ns, key, patcher=patcher_of(op.arg), **common)
-    return BatchOp(kind, ns, key, keep_last=op.arg, **common)
+    return _made(op, ns, values.check_key(key))
 
 
 def lone_op(op: Op[Any], ns: str) -> BatchOp:
-    """``op`` as a facet op of its own: ``batch_op``'s, or a ``pop`` (which no batch takes)."""
-    if op.kind == "pop":
-        return BatchOp("pop", ns, values.check_key(op.key), if_version=op.if_version)
-    return batch_op(op, ns)
+    """``op`` as a write of its own (``StateFacet.write``): ``batch_op``'s, or a ``pop`` (which no batch
+    takes); an unknown kind refused as every door refuses it."""
+    if op.kind not in ops.KINDS:
+        raise ops.unknown(op.kind)
+    return _made(op, ns, values.check_key(op.key))
+
+
+def _made(op: Op[Any], ns: str, key: str) -> BatchOp:
+    """The facet's op of a checked kind and key (the commonest first: every write of a scope is made here)."""
+    kind, if_version, ttl_ms = op.kind, op.if_version, op.ttl_ms
+    if kind == "put":  # positional: a put is made on every write of a value, and keywords cost here
+        return BatchOp(kind, ns, key, encoded(op), (), 0, None, 0, if_version, ttl_ms)
+    if kind == "append":
+        return BatchOp(kind, ns, key, b"null", encoded(op), 0, None, 0, None, ttl_ms)
+    if kind == "incr":
+        return BatchOp(kind, ns, key, by=op.arg, if_version=if_version, ttl_ms=ttl_ms)
+    if kind == "delete" or kind == "pop":
+        return BatchOp(kind, ns, key, if_version=if_version)
+    if kind == "patch":
+        return BatchOp(kind, ns, key, patcher=patcher_of(op.arg), if_version=if_version, ttl_ms=ttl_ms)
+    return BatchOp(kind, ns, key, keep_last=op.arg, if_version=if_version, ttl_ms=ttl_ms)
 
 
 def op_of(kind: str, key: str, fields: dict[str, Any]) -> Op[Any]:
@@ -55,13 +61,9 @@ def op_of(kind: str, key: str, fields: dict[str, Any]) -> Op[Any]:
 
 
 def facet_write(facet: SyncStateFacet | StateFacet, ns: str, op: Op[Any]) -> Any:
-    """Run ``op`` alone by the facet's own call for it (its fast path), its key checked and its value
-    encoded as that call checks them; the facet's answer (to await, on an async facet)."""
-    values.check_key(op.key)
-    call = _FACET_CALLS.get(op.kind)
-    if call is None:
-        raise ops.unknown(op.kind)
-    return call(facet, ns, op)
+    """Run ``op`` alone through the facet's one door (``write``), checked and encoded as that call checks
+    it; the facet's answer (to await, on an async facet)."""
+    return facet.write(lone_op(op, ns))
 
 
 def encoded(op: Op[Any]) -> Any:
@@ -70,17 +72,6 @@ def encoded(op: Op[Any]) -> Any:
     if op.encoded is None and op.kind in ("put", "append"):
         op.encoded = encode_value(op.arg) if op.kind == "put" else values.encode_items(op.arg)
     return op.arg if op.encoded is None else op.encoded
-
-
-_FACET_CALLS: dict[str, Callable[[Any, str, Op[Any]], Any]] = {
-    "put": lambda f, ns, op: f.put(ns, op.key, encoded(op), op.if_version, op.ttl_ms),
-    "delete": lambda f, ns, op: f.delete(ns, op.key, op.if_version),
-    "append": lambda f, ns, op: f.append(ns, op.key, encoded(op), op.ttl_ms),
-    "trim": lambda f, ns, op: f.trim(ns, op.key, op.arg, op.if_version, op.ttl_ms),
-    "pop": lambda f, ns, op: f.pop(ns, op.key, op.if_version),
-    "incr": lambda f, ns, op: f.incr(ns, op.key, op.arg, op.if_version, op.ttl_ms),
-    "patch": lambda f, ns, op: f.update(ns, op.key, patcher_of(op.arg), op.if_version, op.ttl_ms),
-}
 
 
 ANSWERS: dict[str, Callable[[Any], Any]] = {

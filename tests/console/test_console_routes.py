@@ -28,9 +28,11 @@ async def test_agent_and_user_state_pages_are_an_admin_s(app: tuple[httpx.AsyncC
     admin_key, admin = await platform.create_key("default", "admin", "Ops")
     api = StateApi(platform.state)
     caller = Caller("default", "admin", admin_key.id)
-    await api.put(await api.namespace(platform, caller, Address("agent", agent="shop")), "stock", {"value": {"tea": 3}})
+    await api.write(
+        await api.namespace(platform, caller, Address("agent", agent="shop")), "put", "stock", {"value": {"tea": 3}}
+    )
     user_ns = await api.namespace(platform, caller, Address("user", id="ada", agent="shop"))
-    await api.append(user_ns, "basket", {"items": ["<b>tea</b>"]})
+    await api.write(user_ns, "append", "basket", {"items": ["<b>tea</b>"]})
     await sign_in(client, admin)
     agent_page = await client.get("/console/agents/shop/state")
     assert (

@@ -183,44 +183,15 @@ class StateApi:
 
     # -- writes --------------------------------------------------------------------------------
 
-    async def put(self, ns: str, key: str, body: dict[str, Any]) -> int:
-        values.check_key(key)
-        fields = write_fields("put", body)
-        return await self.backend.put(
-            ns, key, writes.encode_value(fields["value"]), fields["if_version"], fields["ttl_ms"]
-        )
-
-    async def delete(self, ns: str, key: str, if_version: int | None) -> None:
-        await self.backend.delete(ns, values.check_key(key), if_version)
-
-    async def append(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
-        values.check_key(key)
-        fields = write_fields("append", body)
-        return await self.backend.append(ns, key, values.encode_items(fields["items"]), fields["ttl_ms"])
-
-    async def trim(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
-        values.check_key(key)
-        fields = write_fields("trim", body)
-        return await self.backend.trim(ns, key, fields["keep_last"], fields["if_version"], fields["ttl_ms"])
-
-    async def pop(self, ns: str, key: str, body: dict[str, Any]) -> tuple[bytes, int, int]:
-        values.check_key(key)
-        popped = await self.backend.pop(ns, key, check_if_version(body.get("if_version")))
-        if popped is None:
+    async def write(self, ns: str, kind: str, key: str, body: dict[str, Any]) -> Any:
+        """One write of the State API (``kind``: put, delete, append, trim, pop, incr, patch), its body checked
+        as a batch op's is (``write_fields``), through the facet's one door: the facet's answer. A ``pop`` with
+        nothing to pop is 404."""
+        op = writes.op_of(kind, values.check_key(key), write_fields(kind, body))
+        answer = await self.backend.write(writes.lone_op(op, ns))
+        if answer is None and kind == "pop":
             raise absent(key, "no item to pop (absent or empty) at")
-        return popped
-
-    async def incr(self, ns: str, key: str, body: dict[str, Any]) -> tuple[int, int]:
-        values.check_key(key)
-        fields = write_fields("incr", body)
-        return await self.backend.incr(ns, key, fields["by"], fields["if_version"], fields["ttl_ms"])
-
-    async def patch(self, ns: str, key: str, body: dict[str, Any]) -> tuple[bytes, int]:
-        values.check_key(key)
-        fields = write_fields("patch", body)
-        return await self.backend.update(
-            ns, key, writes.patcher_of(fields["patch"]), fields["if_version"], fields["ttl_ms"]
-        )
+        return answer
 
     def plan_batch(self, ctx: RunContext, body: dict[str, Any]) -> list[BatchOp]:
         """``POST /v0/state/batch``'s ops, checked, in the namespaces of one invocation's scopes."""

@@ -190,7 +190,7 @@ async def state_get(call: StateCall) -> bytes:
 async def state_put(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object()
-    return await call.write(lambda: call.api.put(ns, call.key, body), _versioned)
+    return await call.write(lambda: call.api.write(ns, "put", call.key, body), _versioned)
 
 
 def _versioned(version: int) -> bytes:
@@ -200,7 +200,7 @@ def _versioned(version: int) -> bytes:
 async def state_patch(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object()
-    return await call.write(lambda: call.api.patch(ns, call.key, body), _patched, one_write=False)
+    return await call.write(lambda: call.api.write(ns, "patch", call.key, body), _patched, one_write=False)
 
 
 def _patched(answer: tuple[bytes, int]) -> bytes:
@@ -211,7 +211,7 @@ async def state_delete(call: StateCall) -> None:
     ns = await call.namespace()
     if_version = call.query_params.get("if_version")
     version = None if if_version in (None, "") else check_if_version(_if_version(if_version))
-    await call.write(lambda: call.api.delete(ns, call.key, version), lambda _: b"", 204)
+    await call.write(lambda: call.api.write(ns, "delete", call.key, {"if_version": version}), lambda _: b"", 204)
 
 
 def _if_version(text: str | None) -> int:
@@ -223,7 +223,7 @@ def _if_version(text: str | None) -> int:
 async def state_append(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object()
-    return await call.write(lambda: call.api.append(ns, call.key, body), _sized)
+    return await call.write(lambda: call.api.write(ns, "append", call.key, body), _sized)
 
 
 def _sized(answer: tuple[int, int]) -> bytes:
@@ -233,13 +233,13 @@ def _sized(answer: tuple[int, int]) -> bytes:
 async def state_trim(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object()
-    return await call.write(lambda: call.api.trim(ns, call.key, body), _sized)
+    return await call.write(lambda: call.api.write(ns, "trim", call.key, body), _sized)
 
 
 async def state_pop(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object(optional=True)
-    return await call.write(lambda: call.api.pop(ns, call.key, body), _popped)
+    return await call.write(lambda: call.api.write(ns, "pop", call.key, body), _popped)
 
 
 def _popped(answer: tuple[bytes, int, int]) -> bytes:
@@ -250,7 +250,7 @@ def _popped(answer: tuple[bytes, int, int]) -> bytes:
 async def state_incr(call: StateCall) -> bytes:
     ns = await call.namespace(writes=True)
     body = await call.json_object(optional=True)
-    return await call.write(lambda: call.api.incr(ns, call.key, body), _counted)
+    return await call.write(lambda: call.api.write(ns, "incr", call.key, body), _counted)
 
 
 def _counted(answer: tuple[int, int]) -> bytes:

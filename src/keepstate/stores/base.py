@@ -25,6 +25,14 @@ async face and get the sync one from the one generic ``faces.Portal``, which run
 a private event-loop thread. ``tests/test_faces.py`` checks every sync/async pair for the same
 methods with the same parameters.
 
+**Writes as values, through one door.** A state write is a ``records.BatchOp`` (put, delete, append,
+trim, pop, incr, patch). Each state facet implements one door for a write alone, ``write(op)``, with
+its backend's fast path for the commonest inside (SQLite's put in autocommit, Redis' short scripts,
+PostgreSQL's one-statement writes), and one for several atomically, ``batch(ops)``; the calls by name
+(``put``, ``append``…) are written once below, on each face, as ops through that door. So a face that
+only passes writes on (``faces.InlineAsync``, ``faces.Portal``) forwards two methods, and a new write
+kind is one executor per backend and its op.
+
 Rules every state facet keeps (``tests/conformance/test_scope.py`` checks each one):
 - versions start at 1 and grow by one per write and never repeat for a key, also after a delete:
   a delete leaves a tombstone holding the last version;
@@ -181,19 +189,64 @@ class StateFacet(ABC):
         """The live entry (with its ``expires_at``), or None when absent, deleted or expired."""
 
     @abstractmethod
+    async def write(self, op: BatchOp) -> Any:
+        """One write of one key alone: the one door every write goes through (``op.op``: ``put``,
+        ``delete``, ``append``, ``trim``, ``pop``, ``incr``, ``patch``), each backend keeping its fast
+        path for the commonest inside it. Answers as the call of its name below does, and fails as that
+        call alone does (``batch`` is the door for several, whose errors name the op's ``index``)."""
+
     async def put(
         self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
     ) -> int:
         """Write ``data``; the new version."""
+        version: int = await self.write(BatchOp("put", ns, key, data, if_version=if_version, ttl_ms=ttl_ms))
+        return version
 
-    @abstractmethod
     async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
         """Delete; True when a live value was deleted."""
+        deleted: bool = await self.write(BatchOp("delete", ns, key, if_version=if_version))
+        return deleted
 
-    @abstractmethod
     async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
         """Append encoded items atomically, creating the list if needed; ``(version, length)``.
         An empty ``items`` is still a write (version + 1; an absent key becomes ``[]``)."""
+        sized: tuple[int, int] = await self.write(BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms))
+        return sized
+
+    async def trim(
+        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        """Drop the oldest items so that at most ``keep_last`` remain (a write: version + 1);
+        ``(version, length)``. An absent key stays absent: ``(0, 0)``, nothing written."""
+        op = BatchOp("trim", ns, key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
+        sized: tuple[int, int] = await self.write(op)
+        return sized
+
+    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        """Remove and return the last item (a write): ``(item, version, length)``; None, writing
+        nothing, when the key is absent or the list empty."""
+        popped: tuple[bytes, int, int] | None = await self.write(BatchOp("pop", ns, key, if_version=if_version))
+        return popped
+
+    async def incr(
+        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[int, int]:
+        """Add ``by`` to an integer value, an absent one counting from 0: ``(value, version)``.
+        ``NotAnInteger`` on another value; ``InvalidValue`` (nothing written) when the result leaves
+        signed 64-bit."""
+        counted: tuple[int, int] = await self.write(
+            BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms)
+        )
+        return counted
+
+    async def update(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    ) -> tuple[bytes, int]:
+        """Rewrite a value with ``patcher`` (given the current canonical JSON, None when absent) in one
+        atomic step: ``(new value, version)``. The store-side write behind ``PATCH``."""
+        op = BatchOp("patch", ns, key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
+        patched: tuple[bytes, int] = await self.write(op)
+        return patched
 
     @abstractmethod
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
@@ -221,33 +274,6 @@ class StateFacet(ABC):
         None when the key is absent."""
 
     @abstractmethod
-    async def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        """Drop the oldest items so that at most ``keep_last`` remain (a write: version + 1);
-        ``(version, length)``. An absent key stays absent: ``(0, 0)``, nothing written."""
-
-    @abstractmethod
-    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        """Remove and return the last item (a write): ``(item, version, length)``; None, writing
-        nothing, when the key is absent or the list empty."""
-
-    @abstractmethod
-    async def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        """Add ``by`` to an integer value, an absent one counting from 0: ``(value, version)``.
-        ``NotAnInteger`` on another value; ``InvalidValue`` (nothing written) when the result leaves
-        signed 64-bit."""
-
-    @abstractmethod
-    async def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        """Rewrite a value with ``patcher`` (given the current canonical JSON, None when absent) in one
-        atomic step: ``(new value, version)``. The store-side write behind ``PATCH``."""
-
-    @abstractmethod
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         """Apply every op in order as one atomic step, or none of them. Each op acts as its call alone
         would, seeing the ops before it; the answers, one per op, are what those calls return (``delete``:
@@ -265,37 +291,77 @@ class StateFacet(ABC):
         """``op`` applied once per ``memo``'s key, for a store with no platform records to keep its answer
         (``PlatformFacet.remember``): what the op's call returns, or the key's ``Remembered``. Redis keeps
         a record beside the op's keys; a store that cannot refuses."""
-        raise InvalidRequest(
-            "idempotency_key needs a store that keeps records of writes: memory://, sqlite:///, postgresql:// "
-            "or redis://"
-        )
+        raise no_records()
 
 
-class SyncStateFacet(Protocol):
-    """``StateFacet``'s synchronous face: the same methods and promises."""
+def no_records() -> InvalidRequest:
+    return InvalidRequest(
+        "idempotency_key needs a store that keeps records of writes: memory://, sqlite:///, postgresql:// or redis://"
+    )
 
+
+class SyncStateFacet(ABC):
+    """``StateFacet``'s synchronous face: the same methods and promises, and the same one door for writes."""
+
+    @abstractmethod
     def get(self, ns: str, key: str) -> Entry | None: ...
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int: ...
-    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool: ...
-    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]: ...
+    @abstractmethod
+    def write(self, op: BatchOp) -> Any: ...
+    @abstractmethod
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]: ...
+    @abstractmethod
     def drop(self, ns: str) -> None: ...
+    @abstractmethod
     def records(self) -> Iterator[StateRecord]: ...
+    @abstractmethod
     def restore(self, record: StateRecord) -> None: ...
+    @abstractmethod
     def tail(self, ns: str, key: str, n: int) -> ListPage | None: ...
+    @abstractmethod
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None: ...
+    @abstractmethod
+    def batch(self, ops: Sequence[BatchOp]) -> list[Any]: ...
+    @abstractmethod
+    def sweep(self, limit: int = 1000) -> int: ...
+
+    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
+        version: int = self.write(BatchOp("put", ns, key, data, if_version=if_version, ttl_ms=ttl_ms))
+        return version
+
+    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
+        deleted: bool = self.write(BatchOp("delete", ns, key, if_version=if_version))
+        return deleted
+
+    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+        sized: tuple[int, int] = self.write(BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms))
+        return sized
+
     def trim(
         self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]: ...
-    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None: ...
+    ) -> tuple[int, int]:
+        op = BatchOp("trim", ns, key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
+        sized: tuple[int, int] = self.write(op)
+        return sized
+
+    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+        popped: tuple[bytes, int, int] | None = self.write(BatchOp("pop", ns, key, if_version=if_version))
+        return popped
+
     def incr(
         self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]: ...
+    ) -> tuple[int, int]:
+        counted: tuple[int, int] = self.write(BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms))
+        return counted
+
     def update(
         self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]: ...
-    def batch(self, ops: Sequence[BatchOp]) -> list[Any]: ...
-    def sweep(self, limit: int = 1000) -> int: ...
+    ) -> tuple[bytes, int]:
+        op = BatchOp("patch", ns, key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
+        patched: tuple[bytes, int] = self.write(op)
+        return patched
+
+    def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        raise no_records()
 
 
 # ---------------------------------------------------------------- platform

@@ -37,7 +37,8 @@ from .documents import (
     Unembedded,
 )
 from .ending import CLOSE_WAIT_S, cancel_the_rest
-from .records import BatchOp, Entry, ListPage, Patcher, StateRecord
+from .records import BatchOp, Entry, ListPage, StateRecord
+from .remembered import Memo
 
 T = TypeVar("T")
 
@@ -51,16 +52,11 @@ class InlineAsync(StateFacet):
     async def get(self, ns: str, key: str) -> Entry | None:
         return self.sync.get(ns, key)
 
-    async def put(
-        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> int:
-        return self.sync.put(ns, key, data, if_version, ttl_ms)
+    async def write(self, op: BatchOp) -> Any:
+        return self.sync.write(op)
 
-    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        return self.sync.delete(ns, key, if_version)
-
-    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        return self.sync.append(ns, key, items, ttl_ms)
+    async def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        return self.sync.write_once(op, memo)
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return self.sync.keys(ns, prefix, after, limit)
@@ -80,24 +76,6 @@ class InlineAsync(StateFacet):
 
     async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return self.sync.items(ns, key, start, limit)
-
-    async def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self.sync.trim(ns, key, keep_last, if_version, ttl_ms)
-
-    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        return self.sync.pop(ns, key, if_version)
-
-    async def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self.sync.incr(ns, key, by, if_version, ttl_ms)
-
-    async def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        return self.sync.update(ns, key, patcher, if_version, ttl_ms)
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return self.sync.batch(ops)
@@ -218,7 +196,7 @@ async def _end_loop(first: Coroutine[Any, Any, None] | None) -> None:
     loop.call_soon(loop.stop)  # after this task's done callbacks are queued: the waiting stop() hears of it
 
 
-class Portal:
+class Portal(SyncStateFacet):
     """Sync face of an async facet; the facet lives on its own loop thread."""
 
     def __init__(self, facet: StateFacet, loop: EventLoopThread) -> None:
@@ -228,14 +206,11 @@ class Portal:
     def get(self, ns: str, key: str) -> Entry | None:
         return self._loop.run(self.facet.get(ns, key))
 
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
-        return self._loop.run(self.facet.put(ns, key, data, if_version, ttl_ms))
+    def write(self, op: BatchOp) -> Any:
+        return self._loop.run(self.facet.write(op))
 
-    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        return self._loop.run(self.facet.delete(ns, key, if_version))
-
-    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        return self._loop.run(self.facet.append(ns, key, items, ttl_ms))
+    def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        return self._loop.run(self.facet.write_once(op, memo))
 
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return self._loop.run(self.facet.keys(ns, prefix, after, limit))
@@ -257,24 +232,6 @@ class Portal:
 
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return self._loop.run(self.facet.items(ns, key, start, limit))
-
-    def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self._loop.run(self.facet.trim(ns, key, keep_last, if_version, ttl_ms))
-
-    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        return self._loop.run(self.facet.pop(ns, key, if_version))
-
-    def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self._loop.run(self.facet.incr(ns, key, by, if_version, ttl_ms))
-
-    def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        return self._loop.run(self.facet.update(ns, key, patcher, if_version, ttl_ms))
 
     def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return self._loop.run(self.facet.batch(ops))

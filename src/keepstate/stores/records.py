@@ -108,9 +108,11 @@ Pure and quick (the store calls it inside its atomic step, possibly more than on
 BATCH_OPS = ("put", "delete", "append", "incr", "patch", "trim")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BatchOp:
-    """One write of an atomic batch, with the arguments of that write alone (unused ones left default)."""
+    """One write of one key as a value, what the state facets take: alone (``StateFacet.write``) or in an
+    atomic batch (``batch``), with the arguments of that write (unused ones left default). Not frozen:
+    every write makes one, and a frozen dataclass costs a microsecond more to make."""
 
     op: str
     ns: str

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...clock import now_ms
 from ...errors import NotAList, VersionConflict
 from ...values import MAX_VERSION, list_size
+from ..base import SyncStateFacet
 from ..batches import Gathered
 from ..lists import appended_size, check_append, join_items, split_list
 from ..numbers import add_checked, integer_of
@@ -46,11 +47,16 @@ def _expiry(ttl_ms: int | None, keep: int | None, now: int) -> int | None:
 
 
 @dataclass
-class MemoryState:
+class MemoryState(SyncStateFacet):
     """The whole store behind one lock: every operation is trivially linearizable."""
 
     slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def write(self, op: BatchOp) -> Any:
+        if op.op == "put":  # the commonest, without the table's extra call
+            return self._put(op.ns, op.key, op.data, op.if_version, op.ttl_ms)
+        return _APPLY[op.op](self, op)
 
     def get(self, ns: str, key: str) -> Entry | None:
         with self.lock:
@@ -59,7 +65,7 @@ class MemoryState:
                 return None
             return Entry(_value_of(slot), slot.version, slot.expires_at)
 
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
+    def _put(self, ns: str, key: str, data: bytes, if_version: int | None, ttl_ms: int | None) -> int:
         with self.lock:
             now = now_ms()
             slot = _room(self._checked(ns, key, if_version, now))
@@ -68,7 +74,7 @@ class MemoryState:
             slot.expires_at = None if ttl_ms is None else now + ttl_ms
             return slot.version
 
-    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
+    def _delete(self, ns: str, key: str, if_version: int | None) -> bool:
         with self.lock:
             now = now_ms()
             slot = self._checked(ns, key, if_version, now)
@@ -76,7 +82,7 @@ class MemoryState:
             slot.clear()
             return was_live
 
-    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
+    def _append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
             slot = _room(self._list(ns, key, now))
@@ -155,9 +161,7 @@ class MemoryState:
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return self._part(ns, key, lambda items: items[start : start + limit])
 
-    def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
+    def _trim(self, ns: str, key: str, keep_last: int, if_version: int | None, ttl_ms: int | None) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
             slot = self._checked(ns, key, if_version, now)
@@ -171,7 +175,7 @@ class MemoryState:
             slot.expires_at = _expiry(ttl_ms, slot.expires_at, now)
             return slot.version, len(kept)
 
-    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
+    def _pop(self, ns: str, key: str, if_version: int | None) -> tuple[bytes, int, int] | None:
         with self.lock:
             now = now_ms()
             slot = self._checked(ns, key, if_version, now)
@@ -186,9 +190,7 @@ class MemoryState:
             slot.version += 1
             return item, slot.version, len(slot.items)
 
-    def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
+    def _incr(self, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None) -> tuple[int, int]:
         with self.lock:
             now = now_ms()
             slot = _room(self._checked(ns, key, if_version, now))
@@ -200,8 +202,8 @@ class MemoryState:
             slot.expires_at = _expiry(ttl_ms, slot.expires_at if live else None, now)
             return value, slot.version
 
-    def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
+    def _patch(
+        self, ns: str, key: str, patcher: Patcher, if_version: int | None, ttl_ms: int | None
     ) -> tuple[bytes, int]:
         with self.lock:
             now = now_ms()
@@ -273,23 +275,25 @@ def _run_batch(state: MemoryState, ops: Sequence[BatchOp]) -> list[Any]:
     gathered = Gathered()
     for index, op in enumerate(ops):
         with gathered.op(index, op):
-            gathered.results.append(_apply(state, op))
+            gathered.results.append(_APPLY[op.op](state, op))
     return gathered.answers()
 
 
-def _apply(state: MemoryState, op: BatchOp) -> Any:
-    if op.op == "put":
-        return state.put(op.ns, op.key, op.data, op.if_version, op.ttl_ms)
-    if op.op == "delete":
-        return state.delete(op.ns, op.key, op.if_version)
-    if op.op == "append":
-        return state.append(op.ns, op.key, op.items, op.ttl_ms)
-    if op.op == "incr":
-        return state.incr(op.ns, op.key, op.by, op.if_version, op.ttl_ms)
-    if op.op == "patch":
-        assert op.patcher is not None
-        return state.update(op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)
-    return state.trim(op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms)
+def _patch(state: MemoryState, op: BatchOp) -> tuple[bytes, int]:
+    assert op.patcher is not None, "a patch op carries its patcher"
+    return state._patch(op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)
+
+
+_APPLY: dict[str, Callable[[MemoryState, BatchOp], Any]] = {
+    "put": lambda state, op: state._put(op.ns, op.key, op.data, op.if_version, op.ttl_ms),
+    "delete": lambda state, op: state._delete(op.ns, op.key, op.if_version),
+    "append": lambda state, op: state._append(op.ns, op.key, op.items, op.ttl_ms),
+    "trim": lambda state, op: state._trim(op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms),
+    "pop": lambda state, op: state._pop(op.ns, op.key, op.if_version),
+    "incr": lambda state, op: state._incr(op.ns, op.key, op.by, op.if_version, op.ttl_ms),
+    "patch": _patch,
+}
+"""Each write kind's executor, for ``write`` and for every op of a batch."""
 
 
 def _value_of(slot: _Slot) -> bytes:

@@ -32,7 +32,7 @@ from typing import Any
 from ..base import StateFacet
 from ..batches import Gathered
 from ..lists import join_items
-from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
+from ..records import BatchOp, Entry, ListPage, StateRecord
 from . import state_ops
 from . import state_sql as sql
 from .db import aconnection
@@ -80,19 +80,9 @@ class PostgresState(StateFacet):
         scalar_value, version, kind, data, payload, expires_at = row
         return scalar_value, None if kind is None else Entry(_entry(kind, data, payload), version, expires_at)
 
-    async def put(
-        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> int:
+    async def write(self, op: BatchOp) -> Any:
         async with aconnection(self.pool) as conn:
-            return await state_ops.put(conn, ns, key, data, if_version, ttl_ms)
-
-    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.delete(conn, ns, key, if_version)
-
-    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.append(conn, ns, key, items, ttl_ms)
+            return await state_ops.apply(conn, op)
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         async with aconnection(self.pool) as conn:
@@ -144,28 +134,6 @@ class PostgresState(StateFacet):
         async with aconnection(self.pool) as conn:
             rows = await (await conn.execute(sql.ITEMS, params, binary=True)).fetchall()
         return page(rows, key, None, start, limit)
-
-    async def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.trim(conn, ns, key, keep_last, if_version, ttl_ms)
-
-    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.pop(conn, ns, key, if_version)
-
-    async def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.incr(conn, ns, key, by, if_version, ttl_ms)
-
-    async def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        async with aconnection(self.pool) as conn:
-            return await state_ops.update(conn, ns, key, patcher, if_version, ttl_ms)
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         async with aconnection(self.pool) as conn, conn.transaction():

@@ -264,15 +264,17 @@ async def lock_all(conn: Conn, ops: Sequence[BatchOp]) -> None:
 
 
 async def apply(conn: Conn, op: BatchOp) -> Any:
-    """One write of a batch, as its call alone does it (on the batch's connection and transaction)."""
+    """One write, alone (the facet's ``write``) or as an op of a batch (on its connection and transaction)."""
     if op.op == "put":
         return await put(conn, op.ns, op.key, op.data, op.if_version, op.ttl_ms)
-    if op.op == "delete":
-        return await delete(conn, op.ns, op.key, op.if_version)
     if op.op == "append":
         return await append(conn, op.ns, op.key, op.items, op.ttl_ms)
     if op.op == "incr":
         return await incr(conn, op.ns, op.key, op.by, op.if_version, op.ttl_ms)
+    if op.op == "delete":
+        return await delete(conn, op.ns, op.key, op.if_version)
+    if op.op == "pop":
+        return await pop(conn, op.ns, op.key, op.if_version)
     if op.op == "patch":
         assert op.patcher is not None
         return await update(conn, op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)

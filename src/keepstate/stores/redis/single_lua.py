@@ -26,7 +26,8 @@ Answers: the new version (put), ``{total, version}`` (incr), ``{version, length}
 from __future__ import annotations
 
 from ...values import MAX_VALUE_BYTES, MAX_VERSION
-from .state_lua import _CLOCK, ADD, ONCE
+from . import state_lua
+from .state_lua import _CLOCK, ADD
 
 _HEAD = (
     _CLOCK
@@ -143,8 +144,10 @@ def _kept_once(script: str) -> str:
     fingerprint and keep time last in ARGV): a record answers ``{'replayed', …}``; the write's answer,
     the script's last ``return``, is kept as the engine keeps a one-op run's results."""
     body, _, answer = script.rstrip().rpartition("\nreturn ")
-    return f"{ONCE}{body}\nlocal answer = {answer}\nkeep({{answer}})\nreturn answer\n"
+    return f"{state_lua.ONCE}{body}\nlocal answer = {answer}\nkeep({{answer}})\nreturn answer\n"
 
 
-ONCE_PUT, ONCE_INCR, ONCE_APPEND = (_kept_once(script) for script in (PUT, INCR, APPEND))
-"""``PUT``, ``INCR`` and ``APPEND`` with an idempotency key's record (``RedisState.write_once``)."""
+PLAIN = {"put": PUT, "append": APPEND, "incr": INCR}
+"""The short scripts by write kind (``RedisState.write``)."""
+ONCE = {kind: _kept_once(script) for kind, script in PLAIN.items()}
+"""Each with an idempotency key's record (``RedisState.write_once``)."""

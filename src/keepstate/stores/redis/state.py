@@ -38,7 +38,7 @@ Lists written before offsets existed get them on their first append or trim, ins
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...clock import now_ms
@@ -46,7 +46,7 @@ from ...errors import InvalidRequest, KeepstateError, NotAList, NotAnInteger, Ve
 from ..base import StateFacet
 from ..lists import check_append, split_list
 from ..numbers import add_checked
-from ..records import VERSION_LIMIT, BatchOp, Entry, ListPage, Patcher, StateRecord, prefix_end, version_limit
+from ..records import VERSION_LIMIT, BatchOp, Entry, ListPage, StateRecord, prefix_end, version_limit
 from ..remembered import KEEP_MS, Answer, Memo, Remembered
 from . import single_lua
 from . import state_lua as lua
@@ -304,112 +304,61 @@ class RedisState(StateFacet):
         self._sweep = Script(client, lua.SWEEP)
         self._drop = Script(client, lua.DROP)
         self._restore = Script(client, lua.RESTORE)
-        self._put1 = Script(client, single_lua.PUT)
-        self._append1 = Script(client, single_lua.APPEND)
-        self._incr1 = Script(client, single_lua.INCR)
-        self._put_once = Script(client, single_lua.ONCE_PUT)
-        self._append_once = Script(client, single_lua.ONCE_APPEND)
-        self._incr_once = Script(client, single_lua.ONCE_INCR)
+        self._plain = {kind: Script(client, text) for kind, text in single_lua.PLAIN.items()}
+        self._once = {kind: Script(client, text) for kind, text in single_lua.ONCE.items()}
 
-    # -- writes: each one run of the engine
+    # -- writes: a short script for the commonest alone, else one run of the engine
 
-    async def put(
-        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> int:
-        def op() -> BatchOp:
-            return BatchOp("put", ns, key, data=data, if_version=if_version, ttl_ms=ttl_ms)
+    async def write(self, op: BatchOp) -> Any:
+        """A lone put, append or incr by its short script (``single_lua``), every other write by the engine."""
+        short = self._short(op)
+        if short is None:
+            return await self._one(op)
+        kind, keys, args = short
+        return _answer(op, await self._single(self._plain[kind], keys, args, op), None)
 
-        return int(await self._single(self._put1, *self._put_call(ns, key, data, if_version, ttl_ms), op))
+    async def _one(self, op: BatchOp) -> Any:
+        """One op by the engine."""
+        return (await self._run([op], batch=False))[0]
 
-    def _put_call(
-        self, ns: str, key: str, data: bytes, if_version: int | None, ttl_ms: int | None
-    ) -> tuple[list[str], list[Any]]:
-        """The short script's KEYS and ARGV of a put (``single_lua``)."""
-        return [*self.names.head(ns, key), self.names.expiry_of(ns)], [key, _guard(if_version, ttl_ms), data]
+    async def write_once(self, op: BatchOp, memo: Memo) -> Any:
+        """``op`` applied once per ``memo``'s key: the script that writes it keeps its result in the key's
+        record (``Names.record``, expiring after ``KEEP_MS``); a repeat gets that record as the key's
+        ``Remembered`` and writes nothing. The short scripts and the engine alike (``state_lua.ONCE``)."""
+        once = Once(self.names.record(op.ns, memo.caller, memo.key), memo)
+        short = self._short(op)
+        if short is None:
+            return (await self._run([op], batch=False, once=once))[0]
+        kind, keys, args = short
+        found = await self._single(self._once[kind], [*keys, once.record], [*args, *once.args], op, once)
+        return found if isinstance(found, Remembered) else _answer(op, found, None)
 
-    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        return bool(await self._one(BatchOp("delete", ns, key, if_version=if_version)))
-
-    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        def op() -> BatchOp:
-            return BatchOp("append", ns, key, items=items, ttl_ms=ttl_ms)
-
-        version, length = await self._single(self._append1, *self._append_call(ns, key, items, ttl_ms), op)
-        return int(version), int(length)
-
-    def _append_call(
-        self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None
-    ) -> tuple[list[str], list[Any]]:
-        names = self.names
-        keys = [*names.head(ns, key), names.base(ns, "l") + key, names.base(ns, "o") + key]
-        if ttl_ms is not None:  # the expiry set changes only with a ttl: otherwise one key less to send
-            keys.append(names.expiry_of(ns))
-        return keys, [key, _guard(None, ttl_ms), *items]
-
-    async def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        op = BatchOp("trim", ns, key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
-        result: tuple[int, int] = await self._one(op)
-        return result
-
-    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        result: tuple[bytes, int, int] | None = await self._one(BatchOp("pop", ns, key, if_version=if_version))
-        return result
-
-    async def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        def op() -> BatchOp:
-            return BatchOp("incr", ns, key, by=by, if_version=if_version, ttl_ms=ttl_ms)
-
-        total, version = await self._single(self._incr1, *self._incr_call(ns, key, by, if_version, ttl_ms), op)
-        return int(total), int(version)
-
-    def _incr_call(
-        self, ns: str, key: str, by: int, if_version: int | None, ttl_ms: int | None
-    ) -> tuple[list[str], list[Any]]:
-        return [*self.names.head(ns, key), self.names.expiry_of(ns)], [key, _guard(if_version, ttl_ms), str(by)]
-
-    async def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        """A compare-and-set loop: the engine reports the value, Python patches it, the engine writes
-        the result only if the key still holds exactly that value (else: again)."""
-        op = BatchOp("patch", ns, key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
-        result: tuple[bytes, int] = await self._one(op)
-        return result
+    def _short(self, op: BatchOp) -> tuple[str, list[str], list[Any]] | None:
+        """A put's, append's or incr's short script (by kind), KEYS and ARGV; None for the engine's ops."""
+        names, ns, key = self.names, op.ns, op.key
+        if op.op == "put":
+            keys = [*names.head(ns, key), names.expiry_of(ns)]
+            return "put", keys, [key, _guard(op.if_version, op.ttl_ms), op.data]
+        if op.op == "append":
+            keys = [*names.head(ns, key), names.base(ns, "l") + key, names.base(ns, "o") + key]
+            if op.ttl_ms is not None:  # the expiry set changes only with a ttl: otherwise one key less to send
+                keys.append(names.expiry_of(ns))
+            return "append", keys, [key, _guard(None, op.ttl_ms), *op.items]
+        if op.op == "incr":
+            keys = [*names.head(ns, key), names.expiry_of(ns)]
+            return "incr", keys, [key, _guard(op.if_version, op.ttl_ms), str(op.by)]
+        return None
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         """One run of the engine for every op, across namespaces (within one slot on a cluster, see above)."""
         self.names.check_batch(ops)
         return await self._run(ops, batch=True)
 
-    async def _one(self, op: BatchOp) -> Any:
-        return (await self._run([op], batch=False))[0]
-
-    async def write_once(self, op: BatchOp, memo: Memo) -> Any:
-        """``op`` applied once per ``memo``'s key: the engine's run that writes it keeps its result in the
-        key's record (``Names.record``, expiring after ``KEEP_MS``); a repeat gets that record as the key's
-        ``Remembered`` and writes nothing."""
-        once = Once(self.names.record(op.ns, memo.caller, memo.key), memo)
-        if op.op == "put":
-            script, (keys, args) = self._put_once, self._put_call(op.ns, op.key, op.data, op.if_version, op.ttl_ms)
-        elif op.op == "append":
-            script, (keys, args) = self._append_once, self._append_call(op.ns, op.key, op.items, op.ttl_ms)
-        elif op.op == "incr":
-            script, (keys, args) = self._incr_once, self._incr_call(op.ns, op.key, op.by, op.if_version, op.ttl_ms)
-        else:
-            return (await self._run([op], batch=False, once=once))[0]
-        found = await self._single(script, [*keys, once.record], [*args, *once.args], lambda: op, once)
-        return found if isinstance(found, Remembered) else _answer(op, found, None)  # the engine's: as it is
-
     async def _single(
-        self, script: Script, keys: list[str], args: list[Any], op: Callable[[], BatchOp], once: Once | None = None
+        self, script: Script, keys: list[str], args: list[Any], op: BatchOp, once: Once | None = None
     ) -> Any:
         """One put, append or incr by its short script (``single_lua``), answered as the engine's
-        answer to that op alone; by the engine itself when the script hands the key over. The op is
-        made only then, or for an error's wording: the usual call spends nothing on it. ``once``: the
+        answer to that op alone; by the engine itself when the script hands the key over. ``once``: the
         script is the op's once-variant, its key's record last in ``keys`` (``write_once``)."""
         with translate_errors():
             reply = await script(keys=keys, args=args)
@@ -418,11 +367,11 @@ class RedisState(StateFacet):
         if reply[0] == b"conflict":
             raise VersionConflict(current_version=int(reply[1]))
         if reply[0] == b"error":
-            _refuse(op(), reply[1], reply[2] if len(reply) > 2 else None)
+            _refuse(op, reply[1], reply[2] if len(reply) > 2 else None)
         if reply[0] == b"replayed":
             assert once is not None
-            return once.replayed(op(), *reply[1:])
-        return (await self._run([op()], batch=False, once=once))[0]
+            return once.replayed(op, *reply[1:])
+        return await self._one(op) if once is None else (await self._run([op], batch=False, once=once))[0]
 
     async def _run(self, ops: Sequence[BatchOp], batch: bool, once: Once | None = None) -> list[Any]:
         """Run the engine until it answers: splitting stored lists and computing patches it asks for

@@ -177,10 +177,17 @@ _APPLY: dict[str, Callable[[sqlite3.Connection, BatchOp], Any]] = {
     "put": lambda conn, op: put(conn, op.ns, op.key, op.data, op.if_version, op.ttl_ms),
     "delete": lambda conn, op: delete(conn, op.ns, op.key, op.if_version),
     "append": lambda conn, op: segments.append(conn, op.ns, op.key, op.items, op.ttl_ms),
+    "trim": lambda conn, op: segments.trim(conn, op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms),
+    "pop": lambda conn, op: segments.pop(conn, op.ns, op.key, op.if_version),
     "incr": lambda conn, op: incr(conn, op.ns, op.key, op.by, op.if_version, op.ttl_ms),
     "patch": _patch,
-    "trim": lambda conn, op: segments.trim(conn, op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms),
 }
+"""Each write kind's function of a connection, for one write alone (``apply``) and for a batch's ops."""
+
+
+def apply(conn: sqlite3.Connection, op: BatchOp) -> Any:
+    """One write alone, in the caller's transaction (the state facets' ``write``)."""
+    return _APPLY[op.op](conn, op)
 
 
 def batch(conn: sqlite3.Connection, ops: Sequence[BatchOp]) -> list[Any]:

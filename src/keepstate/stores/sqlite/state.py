@@ -19,8 +19,8 @@ from functools import lru_cache, partial
 from typing import Any
 
 from ...clock import now_ms
-from ..base import StateFacet
-from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord
+from ..base import StateFacet, SyncStateFacet
+from ..records import BatchOp, Entry, ListPage, StateRecord
 from . import kv, segments
 from .db import SqliteFile, version_guard
 from .heads import COLUMNS, HEAD, head_of
@@ -125,7 +125,7 @@ def _entry_of(db: SqliteFile, row: Any, ns: str, key: str) -> Entry | None:
     return Entry(head.value, head.version, head.expires_at)
 
 
-class SqliteState:
+class SqliteState(SyncStateFacet):
     """The sync face: each write one ``BEGIN IMMEDIATE`` transaction on the caller's thread."""
 
     def __init__(self, db: SqliteFile) -> None:
@@ -135,15 +135,11 @@ class SqliteState:
     def get(self, ns: str, key: str) -> Entry | None:
         return _read_entry(self.db, ns, key)
 
-    def put(self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None) -> int:
-        """One upsert statement, atomic on its own: no explicit transaction needed."""
-        return self.db.autocommit(partial(kv.put, ns=ns, key=key, data=data, if_version=if_version, ttl_ms=ttl_ms))
-
-    def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        return self.db.write(partial(kv.delete, ns=ns, key=key, if_version=if_version))
-
-    def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        return self.db.write(partial(segments.append, ns=ns, key=key, new=items, ttl_ms=ttl_ms))
+    def write(self, op: BatchOp) -> Any:
+        """A put is one upsert statement, atomic on its own: no explicit transaction needed."""
+        if op.op == "put":
+            return self.db.autocommit(partial(kv.apply, op=op))
+        return self.db.write(partial(kv.apply, op=op))
 
     def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return self.db.read(partial(kv.keys, ns=ns, prefix=prefix, after=after, limit=limit))
@@ -163,26 +159,6 @@ class SqliteState:
     def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return self.db.read(partial(segments.items, ns=ns, key=key, start=start, limit=limit))
 
-    def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self.db.write(
-            partial(segments.trim, ns=ns, key=key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
-        )
-
-    def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        return self.db.write(partial(segments.pop, ns=ns, key=key, if_version=if_version))
-
-    def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return self.db.write(partial(kv.incr, ns=ns, key=key, by=by, if_version=if_version, ttl_ms=ttl_ms))
-
-    def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        return self.db.write(partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms))
-
     def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return self.db.write(partial(kv.batch, ops=ops))
 
@@ -201,16 +177,8 @@ class AsyncSqliteState(StateFacet):
         """Reads take microseconds on a WAL snapshot: done on the event loop's thread."""
         return _read_entry(self.db, ns, key)
 
-    async def put(
-        self, ns: str, key: str, data: bytes, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> int:
-        return await self.db.awrite(partial(kv.put, ns=ns, key=key, data=data, if_version=if_version, ttl_ms=ttl_ms))
-
-    async def delete(self, ns: str, key: str, if_version: int | None = None) -> bool:
-        return await self.db.awrite(partial(kv.delete, ns=ns, key=key, if_version=if_version))
-
-    async def append(self, ns: str, key: str, items: Sequence[bytes], ttl_ms: int | None = None) -> tuple[int, int]:
-        return await self.db.awrite(partial(segments.append, ns=ns, key=key, new=items, ttl_ms=ttl_ms))
+    async def write(self, op: BatchOp) -> Any:
+        return await self.db.awrite(partial(kv.apply, op=op))
 
     async def keys(self, ns: str, prefix: str = "", after: str = "", limit: int = 100) -> list[tuple[str, int]]:
         return await self.db.aread(partial(kv.keys, ns=ns, prefix=prefix, after=after, limit=limit))
@@ -230,28 +198,6 @@ class AsyncSqliteState(StateFacet):
 
     async def items(self, ns: str, key: str, start: int, limit: int) -> ListPage | None:
         return await self.db.aread(partial(segments.items, ns=ns, key=key, start=start, limit=limit))
-
-    async def trim(
-        self, ns: str, key: str, keep_last: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return await self.db.awrite(
-            partial(segments.trim, ns=ns, key=key, keep_last=keep_last, if_version=if_version, ttl_ms=ttl_ms)
-        )
-
-    async def pop(self, ns: str, key: str, if_version: int | None = None) -> tuple[bytes, int, int] | None:
-        return await self.db.awrite(partial(segments.pop, ns=ns, key=key, if_version=if_version))
-
-    async def incr(
-        self, ns: str, key: str, by: int, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[int, int]:
-        return await self.db.awrite(partial(kv.incr, ns=ns, key=key, by=by, if_version=if_version, ttl_ms=ttl_ms))
-
-    async def update(
-        self, ns: str, key: str, patcher: Patcher, if_version: int | None = None, ttl_ms: int | None = None
-    ) -> tuple[bytes, int]:
-        return await self.db.awrite(
-            partial(kv.update, ns=ns, key=key, patcher=patcher, if_version=if_version, ttl_ms=ttl_ms)
-        )
 
     async def batch(self, ops: Sequence[BatchOp]) -> list[Any]:
         return await self.db.awrite(partial(kv.batch, ops=ops))
