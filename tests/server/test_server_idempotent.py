@@ -354,9 +354,12 @@ def refuse_answers_of(url: str, key: str) -> None:
         )
 
 
-def test_a_repeat_waits_for_the_first_write_then_gives_up_in_flight(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write", ["append", "patch"])
+def test_a_repeat_waits_for_the_first_write_then_gives_up_in_flight(tmp_path: Path, write: str) -> None:
     """PostgreSQL: while a transaction holds a key's claim, a write under that key is 409
-    ``idempotency_in_flight`` (after its 10 s wait) and writes nothing; once the claim is gone it runs."""
+    ``idempotency_in_flight`` (after its 10 s wait) and writes nothing; once the claim is gone it runs.
+    An append is one statement keeping its answer (its insert of the key waits), a patch the claimed
+    transaction (its claim waits)."""
     import psycopg
 
     with fresh_url("postgres", tmp_path) as url, running_server(url) as info:
@@ -364,18 +367,25 @@ def test_a_repeat_waits_for_the_first_write_then_gives_up_in_flight(tmp_path: Pa
         made = api.http.post("/v0/keys", json={"role": "member"}, headers=api.admin).json()
         member = bearer(made["key"])
         session = api.http.post("/v0/sessions", json={}, headers=member).json()["id"]
-        path = f"{state(api, session)}/log/append"
+        base = state(api, session)
+
+        def send() -> httpx.Response:
+            headers = keyed(member, "k-held")
+            if write == "append":
+                return api.http.post(f"{base}/log/append", json={"items": [1]}, headers=headers)
+            return api.http.patch(f"{base}/log", json={"patch": {"a": 1}}, headers=headers)
+
         with psycopg.connect(url) as holder:
             holder.execute(
                 "INSERT INTO ks_remembered (caller, key, fingerprint, created_at) VALUES (%s, 'k-held', '\\x00', 0)",
                 (f"key:{made['id']}",),
             )
-            waited = api.http.post(path, json={"items": [1]}, headers=keyed(member, "k-held"))
-            error_of(waited, 409, "idempotency_in_flight")
+            error_of(send(), 409, "idempotency_in_flight")
             holder.rollback()
-        ran = api.http.post(path, json={"items": [1]}, headers=keyed(member, "k-held"))
+        assert api.http.get(f"{base}/log", headers=member).status_code == 404
+        ran = send()
         assert ran.status_code == 200 and REPLAYED not in ran.headers, ran.text
-        assert api.http.get(f"{state(api, session)}/log", headers=member).json()["value"] == [1]
+        assert api.http.get(f"{base}/log", headers=member).json()["value"] == ([1] if write == "append" else {"a": 1})
         api.close()
 
 
