@@ -5,11 +5,11 @@ through ``PlatformFacet.remember``, the same atomic step the server's ``Idempote
 which has no platform records, keeps a record beside the scope's keys in the write's own script:
 ``StateFacet.write_once``): the write and its answer commit together, and a repeat of the key (a
 process that restarted after a write it could not see answered) gets the first answer back, writing
-nothing. The answer kept is what
-the scope's call returned, as JSON; a repeat with the key and another write is ``IdempotencyMismatch``.
+nothing. The answer kept is what the scope's call returned, as JSON; a repeat with the key and another
+write is ``IdempotencyMismatch``.
 Keys of embedded writes are the store's own, apart from every server caller's, and are forgotten a
-day later like theirs (``keepstate purge``, a server's sweep; on Redis the record expires, and a key is
-the scope's own there: its record lives in the scope's hash slot).
+day later like theirs (``keepstate purge``, a server's sweep; on Redis the record expires; on a Redis
+Cluster a key is its scope's own, its record in the scope's hash slot).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A state write and its idempotent answer in one statement (PostgreSQL).
 
-``remembering.remember`` arms a memo (``remembered.ARMED``) when its work is one state write
-(``Memo.one_write``); the write's first statement (``state_ops``) then goes as its twin here: the same
-statement with the key's row inserted beside it, one round trip and autocommitted like the plain write.
-The row keeps the write's raw result (status ``RAW``), which the memo of a repeat renders (a repeat is the
-same request, so its memo renders it as the first would have).
+``PostgresPlatform.remember`` runs a work that is one state write (``Memo.one_write``) through ``remember``
+here, which arms its memo (``remembered.ARMED``); the write's first statement (``first``, from
+``state_ops``) then goes as its twin: the same statement with the key's row inserted beside it, one round
+trip and autocommitted like the plain write. The row keeps the write's raw result (status ``RAW``), which
+the memo of a repeat renders (a repeat is the same request, so its memo renders it as the first would).
 
 A repeat's insert meets the key's row: a unique violation undoes the whole statement, and the kept answer
 is read (``Replay``). While the first write is still uncommitted the insert waits for it, ``lock_timeout``
