@@ -310,3 +310,30 @@ def test_a_list_never_passes_one_mib(scope: keepstate.Scope) -> None:
     scope.append("h", [chunk])  # room for one again after a pop
     with pytest.raises(TooLarge):
         scope.append("h", [chunk] * 50)
+
+
+def test_the_write_door_takes_every_write_and_refuses_an_unknown_one(store: keepstate.Store) -> None:
+    """Each face's one door for a write alone (``write``): every kind through it answers as its call by name
+    does, on the sync face and on the async one; a kind it has no write for is refused, writing nothing."""
+    from keepstate.stores.records import BatchOp
+
+    ns = keepstate.scope.scope_namespace("session", "chat", "door")
+    sync = store.state
+    assert sync.write(BatchOp("put", ns, "v", b'{"a":1}')) == 1
+    assert sync.write(BatchOp("append", ns, "l", items=[b"1", b"2", b"3"])) == (1, 3)
+    assert sync.write(BatchOp("pop", ns, "l")) == (b"3", 2, 2)
+    assert sync.write(BatchOp("trim", ns, "l", keep_last=1)) == (3, 1)
+    assert sync.write(BatchOp("incr", ns, "n", by=5)) == (5, 1)
+    assert sync.write(BatchOp("patch", ns, "v", patcher=lambda old: b'{"a":2}')) == (b'{"a":2}', 2)
+    assert sync.write(BatchOp("delete", ns, "n")) is True
+    with pytest.raises(InvalidRequest, match="a state write is one of"):
+        sync.write(BatchOp("nope", ns, "z"))
+
+    async def through_the_async_face() -> tuple[object, ...]:
+        facet = await store.async_state()
+        with pytest.raises(InvalidRequest, match="a state write is one of"):
+            await facet.write(BatchOp("nope", ns, "z"))
+        return await facet.write(BatchOp("append", ns, "l", items=[b"4"])), await facet.pop(ns, "l")
+
+    assert asyncio.run(through_the_async_face()) == ((4, 2), (b"4", 5, 1))
+    assert store.state.keys(ns) == [("l", 5), ("v", 2)]

@@ -106,6 +106,13 @@ Pure and quick (the store calls it inside its atomic step, possibly more than on
 ``KeepstateError`` (TooLarge, InvalidValue), which the store passes on, writing nothing."""
 
 BATCH_OPS = ("put", "delete", "append", "incr", "patch", "trim")
+WRITES = (*BATCH_OPS, "pop")
+"""What ``StateFacet.write`` takes: every batch op, and ``pop`` (which no batch takes)."""
+
+
+def unknown_write(op: BatchOp) -> InvalidRequest:
+    """A facet's refusal of an op kind it has no write for (``lone_op`` refuses them before)."""
+    return InvalidRequest(f"a state write is one of {', '.join(WRITES)}, got {op.op!r:.40}")
 
 
 @dataclass(slots=True)

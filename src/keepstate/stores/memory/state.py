@@ -22,7 +22,7 @@ from ..base import SyncStateFacet
 from ..batches import Gathered
 from ..lists import appended_size, check_append, join_items, split_list
 from ..numbers import add_checked, integer_of
-from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, version_limit
+from ..records import BatchOp, Entry, ListPage, Patcher, StateRecord, unknown_write, version_limit
 
 
 @dataclass(slots=True)
@@ -56,7 +56,10 @@ class MemoryState(SyncStateFacet):
     def write(self, op: BatchOp) -> Any:
         if op.op == "put":  # the commonest, without the table's extra call
             return self._put(op.ns, op.key, op.data, op.if_version, op.ttl_ms)
-        return _APPLY[op.op](self, op)
+        run = _APPLY.get(op.op)
+        if run is None:
+            raise unknown_write(op)
+        return run(self, op)
 
     def get(self, ns: str, key: str) -> Entry | None:
         with self.lock:

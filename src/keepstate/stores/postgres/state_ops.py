@@ -22,7 +22,7 @@ from ...errors import NotAList, VersionConflict
 from ...values import MAX_VALUE_BYTES, list_size
 from ..lists import appended_size, check_append, split_list
 from ..numbers import add_checked, integer_of
-from ..records import BatchOp, Patcher
+from ..records import BatchOp, Patcher, unknown_write
 from . import state_sql as sql
 from .state_lists import chunk
 from .state_once import first, unarmed
@@ -278,4 +278,6 @@ async def apply(conn: Conn, op: BatchOp) -> Any:
     if op.op == "patch":
         assert op.patcher is not None
         return await update(conn, op.ns, op.key, op.patcher, op.if_version, op.ttl_ms)
-    return await trim(conn, op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms)
+    if op.op == "trim":
+        return await trim(conn, op.ns, op.key, op.keep_last, op.if_version, op.ttl_ms)
+    raise unknown_write(op)

@@ -46,7 +46,17 @@ from ...errors import InvalidRequest, KeepstateError, NotAList, NotAnInteger, Ve
 from ..base import StateFacet
 from ..lists import check_append, split_list
 from ..numbers import add_checked
-from ..records import VERSION_LIMIT, BatchOp, Entry, ListPage, StateRecord, prefix_end, version_limit
+from ..records import (
+    VERSION_LIMIT,
+    WRITES,
+    BatchOp,
+    Entry,
+    ListPage,
+    StateRecord,
+    prefix_end,
+    unknown_write,
+    version_limit,
+)
 from ..remembered import KEEP_MS, Answer, Memo, Remembered
 from . import single_lua
 from . import state_lua as lua
@@ -313,6 +323,8 @@ class RedisState(StateFacet):
         """A lone put, append or incr by its short script (``single_lua``), every other write by the engine."""
         short = self._short(op)
         if short is None:
+            if op.op not in WRITES:
+                raise unknown_write(op)
             return await self._one(op)
         kind, keys, args = short
         return _answer(op, await self._single(self._plain[kind], keys, args, op), None)

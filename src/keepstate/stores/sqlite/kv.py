@@ -18,7 +18,7 @@ from ...clock import now_ms
 from ...errors import VersionConflict
 from ..batches import Gathered
 from ..numbers import add_checked, integer_of
-from ..records import BatchOp, Entry, Patcher, StateRecord, prefix_end
+from ..records import BatchOp, Entry, Patcher, StateRecord, prefix_end, unknown_write
 from . import segments
 from .heads import COLUMNS, LIVE, TOMBSTONE, Head, checked, expiry, head_of, read_head, set_value
 
@@ -187,7 +187,10 @@ _APPLY: dict[str, Callable[[sqlite3.Connection, BatchOp], Any]] = {
 
 def apply(conn: sqlite3.Connection, op: BatchOp) -> Any:
     """One write alone, in the caller's transaction (the state facets' ``write``)."""
-    return _APPLY[op.op](conn, op)
+    run = _APPLY.get(op.op)
+    if run is None:
+        raise unknown_write(op)
+    return run(conn, op)
 
 
 def batch(conn: sqlite3.Connection, ops: Sequence[BatchOp]) -> list[Any]:
