@@ -272,6 +272,23 @@ def test_repeats_racing_the_first_write_apply_it_once(api: Api) -> None:
     assert value(api, session, "n")["value"] == 5
 
 
+def test_an_emit_racing_its_repeats_lands_once(api: Api) -> None:
+    """A worker's keyed emit sent 8 times at once, 5 times over: each emit's events once, in order, and
+    every answer the first's (on PostgreSQL the emit and its answer are one statement; a repeat's is undone)."""
+    agent = f"idem-{secrets.token_hex(4)}"
+    run = api.start(agent)
+    inv = api.claim(agent)
+    path = f"/v0/invocations/{inv['id']}/events"
+    for n in range(5):
+        headers = keyed(token(inv["token"]), fresh())
+        body = {"events": [{"type": "token", "data": n}]}
+        answers = race(lambda h=headers, b=body: api.http.post(path, json=b, headers=h), 8)  # type: ignore[misc]
+        assert {(a.status_code, a.content) for a in answers} == {(answers[0].status_code, answers[0].content)}
+        assert answers[0].status_code == 200, answers[0].text
+    events = api.http.get(f"/v0/runs/{run['id']}/events", headers=api.member).json()["events"]
+    assert [e["data"] for e in events if e["type"] == "token"] == [0, 1, 2, 3, 4]
+
+
 @pytest.fixture(scope="module")
 def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     admin = f"ks_test_{secrets.token_urlsafe(24)}"

@@ -39,7 +39,7 @@ def run_events(request: Request) -> RunEvents:
 
 
 async def emit(request: Request) -> Response:
-    return await invocation_write(request, run_events(request).emit, _emitted)
+    return await invocation_write(request, run_events(request).emit, _emitted, one_write=True)
 
 
 def _emitted(emitted: Emitted | None) -> Answer | None:

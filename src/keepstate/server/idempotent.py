@@ -131,9 +131,10 @@ async def respond_once(
     body: bytes,
     work: Callable[[], Awaitable[T]],
     render: Render,
+    one_write: bool = False,
 ) -> Response:
     """The response to a write route: ``work`` rendered, run once per ``Idempotency-Key`` when one is sent
-    (``caller``: whose keys, given whenever one is)."""
+    (``caller``: whose keys, given whenever one is; ``one_write``: ``Memo.one_write``)."""
     key = idempotency_key(request.headers.get(HEADER))
     if key is None:
         answer = render(await work())
@@ -141,21 +142,24 @@ async def respond_once(
         return answered_response(answer)
     assert caller is not None, "a keyed write names whose key it is"
     try:
-        return answered_response(await answer_once(repo, caller, key, fingerprint(request.scope, body), work, render))
+        print_ = fingerprint(request.scope, body)
+        return answered_response(await answer_once(repo, caller, key, print_, work, render, one_write))
     except Replayed as replayed:
         return replayed_response(replayed.answer)
 
 
-async def replayed_early(request: Request, repo: PlatformFacet, caller: str | None) -> Response | None:
+async def replayed_early(request: Request, repo: PlatformFacet, caller: str | None, render: Render) -> Response | None:
     """A run token's repeat answered before the route checks the token, which a finished invocation's
-    token no longer passes: the remembered answer, or None to go on (the body is read only on a hit)."""
+    token no longer passes: the remembered answer (``render``: the route's, for a raw one), or None to go
+    on (the body is read only on a hit)."""
     key = idempotency_key(request.headers.get(HEADER))
     if key is None or caller is None:
         return None
     found = await repo.recall(caller, key)
     if found is None:
         return None
-    return replayed_response(_same(found, fingerprint(request.scope, await read_body(request))))
+    print_ = fingerprint(request.scope, await read_body(request))
+    return replayed_response(_same(repo.rendered(Memo(caller, key, print_, render), found), print_))
 
 
 def json_answer(content: Any, status: int = 200) -> Answer:

@@ -194,13 +194,18 @@ def _run_answer(run: StoredRun | None) -> Answer | None:
 
 
 async def once(
-    request: Request, caller: str | None, body: bytes, work: Callable[[], Awaitable[T]], render: idempotent.Render
+    request: Request,
+    caller: str | None,
+    body: bytes,
+    work: Callable[[], Awaitable[T]],
+    render: idempotent.Render,
+    one_write: bool = False,
 ) -> Response:
     """A write route's response, once per ``Idempotency-Key`` (``idempotent.py``; ``caller``: whose keys,
-    needed only with one). A keyed write commits
-    only as its remembered step ends (PostgreSQL): the wake-up it gave this server's waiters (claims, run
-    waits, event streams) came too early for them to see it, so they are woken again now."""
-    response = await idempotent.respond_once(request, platform(request).repo, caller, body, work, render)
+    needed only with one; ``one_write``: ``Memo.one_write``). A keyed write may commit only as its
+    remembered step ends (PostgreSQL): the wake-up it gave this server's waiters (claims, run waits, event
+    streams) came too early for them to see it, so they are woken again now."""
+    response = await idempotent.respond_once(request, platform(request).repo, caller, body, work, render, one_write)
     if idempotent.HEADER in request.headers:
         platform(request).changed.notify()
     return response
@@ -248,19 +253,20 @@ async def invocation_write(
     work: Callable[[str, str, dict[str, Any]], Awaitable[T]],
     render: idempotent.Render,
     optional: bool = False,
+    one_write: bool = False,
 ) -> Response:
     """An invocation's write (complete/fail/hold, events): ``work(token, invocation id, body fields)``. With
     an ``Idempotency-Key`` its repeat is answered before the token is checked, which a finished invocation's
     token no longer passes; then the token is checked before the body is read, as for every invocation call."""
     keyed = idempotent.HEADER in request.headers
     caller = idempotent.token_caller(request.headers.get(RUN_TOKEN_HEADER)) if keyed else None
-    replayed = await idempotent.replayed_early(request, platform(request).repo, caller)
+    replayed = await idempotent.replayed_early(request, platform(request).repo, caller, render)
     if replayed is not None:
         return replayed
     token, inv_id = await invocation_token(request)
     body = await read_body(request)
     fields = await parse_body(body, optional)
-    return await once(request, caller, body, partial(work, token, inv_id, fields), render)
+    return await once(request, caller, body, partial(work, token, inv_id, fields), render, one_write)
 
 
 def _finished(run: StoredRun | None) -> Answer | None:

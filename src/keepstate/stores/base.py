@@ -613,7 +613,13 @@ class PlatformFacet(ABC):
     # idempotent writes (``remembered.py``)
     @abstractmethod
     async def recall(self, caller: str, key: str) -> Remembered | None:
-        """The answer ``caller``'s ``key`` holds, if a write with it finished (committed or refused)."""
+        """The answer ``caller``'s ``key`` holds, if a write with it finished (committed or refused); as
+        kept, which may be a store's raw result: ``rendered`` makes it the answer of a repeat."""
+
+    def rendered(self, memo: Memo, found: Remembered) -> Remembered:
+        """``found`` (``recall``'s) as the answer to ``memo``'s request: a raw result a store kept in place of
+        the answer (PostgreSQL's one-statement writes) rendered by ``memo``; anything else as it is."""
+        return found
 
     @abstractmethod
     async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:

@@ -59,8 +59,8 @@ class Memo:
     fingerprint: bytes
     render: Callable[[Any], Answer | None]
     one_write: bool = False
-    """``work`` is one state write (not a patch) and nothing else: PostgreSQL writes it and keeps its
-    answer in one statement (``postgres/state_once.py``)."""
+    """``work`` is one write of one statement and nothing else (a state write but a patch, an emit):
+    PostgreSQL writes it and keeps its answer in that statement (``postgres/state_once.py``)."""
 
 
 def in_flight(key: str) -> IdempotencyInFlight:

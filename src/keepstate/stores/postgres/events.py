@@ -29,6 +29,7 @@ from ..sql import event_rows
 from ..sql import events as sql
 from . import db
 from .platform_sql import pg
+from .state_once import first, twin
 
 try:
     import psycopg
@@ -38,9 +39,14 @@ except ImportError as missing:  # pragma: no cover - depends on the install
 
 log = logging.getLogger("keepstate.events")
 
-EMIT = "SELECT outcome, last, cancel FROM ks_emit(%s, %s, %s, %s, %s::int, %s, %s::text, %s::text, %s::bytea)"
+EMIT = (
+    "SELECT outcome, last, cancel FROM ks_emit(%(inv)s, %(token)s, %(now)s, %(cap)s, %(count)s::int, %(type)s, "
+    "%(types)s::text, %(sizes)s::text, %(data)s::bytea)"
+)
 """``ks_emit`` (``sql.events.PG_PACKED_STEP``): a whole emit in one statement, its events one row
 (``sql/event_rows.py``)."""
+EMIT_ONCE = twin(EMIT, "convert_to('emit:' || w.last || ',' || w.cancel::int, 'UTF8')", "w.outcome = 'ok'")
+"""A keyed emit: the same statement keeping its answer (``state_once``), only when the events went in."""
 SCHEMA_OF_EVENTS = (
     "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE c.oid = 'ks_run_events'::regclass"
@@ -61,9 +67,10 @@ class PostgresEventLog(RunEventLog):
         self, invocation_id: str, token_hash: str, events: Sequence[NewEvent], now: int, cap: int
     ) -> Emitted | None:
         packed = event_rows.packed(events)
-        columns = (packed.count, packed.type, packed.types, packed.sizes, packed.data)
+        params = {"inv": invocation_id, "token": token_hash, "now": now, "cap": cap, "count": packed.count}
+        params.update(type=packed.type, types=packed.types, sizes=packed.sizes, data=packed.data)
         async with db.aconnection(self.pool) as conn:
-            row = await (await conn.execute(EMIT, (invocation_id, token_hash, now, cap, *columns))).fetchone()
+            row = await first(conn, EMIT, params, EMIT_ONCE)
         assert row is not None
         outcome, last, cancel = row
         if outcome == "full":

@@ -328,6 +328,9 @@ class PostgresPlatform(PlatformFacet):
         async with self._conn() as conn:
             return await remembering.recall(conn, caller, key)
 
+    def rendered(self, memo: Memo, found: Remembered) -> Remembered:
+        return remembering.rendered(memo, found)
+
     async def remember(self, memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
         if memo.one_write:  # one statement writes and keeps its answer, unless the write needs its lock
             with contextlib.suppress(state_once.Locked):

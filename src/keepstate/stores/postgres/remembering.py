@@ -17,6 +17,7 @@ import psycopg
 import psycopg_pool
 
 from ...clock import now_ms
+from ..records import Emitted
 from ..remembered import IN_FLIGHT_S, Answer, Memo, Remembered, in_flight
 from ..sql import remembered as sql
 from .db import HELD, aconnection
@@ -96,6 +97,9 @@ def raw_result(body: bytes) -> Any:
         return item, int(version), int(length)
     if kind == b"delete":
         return True
+    if kind == b"emit":
+        last, cancel = rest.split(b",")
+        return Emitted(int(last), cancel == b"1")
     numbers = tuple(int(part) for part in rest.split(b","))
     return numbers[0] if kind == b"put" else numbers
 

@@ -1,4 +1,4 @@
-"""A state write and its idempotent answer in one statement (PostgreSQL).
+"""A write of one statement and its idempotent answer in that statement (PostgreSQL): a state write, an emit.
 
 ``PostgresPlatform.remember`` runs a work that is one state write (``Memo.one_write``) through ``remember``
 here, which arms its memo (``remembered.ARMED``); the write's first statement (``first``, from
@@ -32,9 +32,10 @@ class Locked(Exception):
     """The armed write is not one statement (its guard did not pass, or it has none): nothing was written."""
 
 
-def _twin(statement: str, raw: str) -> str:
-    """``statement`` (one DML, or ``WITH …`` ending in a SELECT on a line of its own) keeping ``raw``, an
-    expression of its result row ``w``, as the armed key's answer."""
+def twin(statement: str, raw: str, kept_if: str = "true") -> str:
+    """``statement`` (one DML or SELECT, or ``WITH …`` ending in a SELECT on a line of its own; named
+    parameters) keeping ``raw``, an expression of its result row ``w``, as the armed key's answer when
+    ``kept_if`` (of ``w``) holds: a row it does not keep is a write that did not happen."""
     if statement.startswith("WITH "):
         ctes, _, final = statement.removeprefix("WITH ").rpartition("\nSELECT ")
         assert ctes and "\n" not in final, "a WITH statement's last line is its SELECT"
@@ -44,7 +45,8 @@ def _twin(statement: str, raw: str) -> str:
     wait = f"wait AS MATERIALIZED (SELECT set_config('lock_timeout', '{int(IN_FLIGHT_S * 1000)}', true))"
     kept = (
         "kept AS (INSERT INTO ks_remembered (caller, key, fingerprint, status, body, created_at) "
-        f"SELECT %(once_caller)s, %(once_key)s, %(once_print)s, {RAW}, {raw}, %(once_at)s FROM w, wait)"
+        f"SELECT %(once_caller)s, %(once_key)s, %(once_print)s, {RAW}, {raw}, %(once_at)s FROM w, wait "
+        f"WHERE {kept_if})"
     )
     return f"WITH {ctes}w AS ({final}), {wait}, {kept} SELECT * FROM w"
 
@@ -53,16 +55,16 @@ _PUT = "convert_to('put:' || w.version, 'UTF8')"
 _LIST = "convert_to('list:' || w.version || ',' || w.length, 'UTF8')"
 _INCR = "convert_to('incr:', 'UTF8') || w.data || convert_to(',' || w.version, 'UTF8')"
 TWINS = {
-    sql.PUT_ANY: _twin(sql.PUT_ANY, _PUT),
-    sql.PUT_IF_ABSENT: _twin(sql.PUT_IF_ABSENT, _PUT),
-    sql.PUT_IF_VERSION: _twin(sql.PUT_IF_VERSION, _PUT),
-    sql.DELETE_VALUE: _twin(sql.DELETE_VALUE, "convert_to('delete:', 'UTF8')"),
-    sql.APPEND: _twin(sql.APPEND, _LIST),
-    sql.TRIM: _twin(sql.TRIM, _LIST),
-    sql.POP: _twin(sql.POP, "convert_to('pop:' || w.version || ',' || w.length || ',', 'UTF8') || w.item"),
-    sql.INCR_ANY: _twin(sql.INCR_ANY, _INCR),
-    sql.INCR_IF_ABSENT: _twin(sql.INCR_IF_ABSENT, _INCR),
-    sql.INCR_IF_VERSION: _twin(sql.INCR_IF_VERSION, _INCR),
+    sql.PUT_ANY: twin(sql.PUT_ANY, _PUT),
+    sql.PUT_IF_ABSENT: twin(sql.PUT_IF_ABSENT, _PUT),
+    sql.PUT_IF_VERSION: twin(sql.PUT_IF_VERSION, _PUT),
+    sql.DELETE_VALUE: twin(sql.DELETE_VALUE, "convert_to('delete:', 'UTF8')"),
+    sql.APPEND: twin(sql.APPEND, _LIST),
+    sql.TRIM: twin(sql.TRIM, _LIST),
+    sql.POP: twin(sql.POP, "convert_to('pop:' || w.version || ',' || w.length || ',', 'UTF8') || w.item"),
+    sql.INCR_ANY: twin(sql.INCR_ANY, _INCR),
+    sql.INCR_IF_ABSENT: twin(sql.INCR_IF_ABSENT, _INCR),
+    sql.INCR_IF_VERSION: twin(sql.INCR_IF_VERSION, _INCR),
 }
 """Each one-statement write's twin, by the statement's text."""
 
@@ -82,9 +84,11 @@ async def remember(memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remember
     return result
 
 
-async def first(conn: psycopg.AsyncConnection[Any], query: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    """A state write's first statement: as it is, or, while a memo is armed, its twin keeping the answer
-    (``Replay`` when the key holds one; ``Locked`` when the guard did not pass)."""
+async def first(
+    conn: psycopg.AsyncConnection[Any], query: str, params: dict[str, Any], twin_of_query: str | None = None
+) -> tuple[Any, ...] | None:
+    """A write's first statement: as it is, or, while a memo is armed, its twin keeping the answer (one of
+    ``TWINS``, else ``twin_of_query``; ``Replay`` when the key holds one; ``Locked`` when no row came)."""
     armed = ARMED.get()
     if armed is None or armed.used:
         plain: tuple[Any, ...] | None = await (await conn.execute(query, params)).fetchone()
@@ -93,7 +97,7 @@ async def first(conn: psycopg.AsyncConnection[Any], query: str, params: dict[str
     memo = armed.memo
     once = {"once_caller": memo.caller, "once_key": memo.key, "once_print": memo.fingerprint, "once_at": now_ms()}
     try:
-        row = await (await conn.execute(TWINS[query], {**params, **once})).fetchone()
+        row = await (await conn.execute(twin_of_query or TWINS[query], {**params, **once})).fetchone()
     except psycopg.errors.UniqueViolation as error:
         if error.diag.table_name != "ks_remembered":
             raise
