@@ -24,6 +24,7 @@ from .errors import IdempotencyMismatch
 from .ops import Op
 from .scope import Appended
 from .stores.base import Database
+from .stores.lists import join_items
 from .stores.remembered import Answer, Memo, Remembered
 
 T = TypeVar("T")
@@ -36,7 +37,7 @@ def fingerprint(ns: str, op: Op[Any]) -> bytes:
     the bytes the write stores where it has them: an append's items make the list's JSON)."""
     arg = writes.encoded(op)
     if op.kind == "append":
-        arg = b"[" + b",".join(arg) + b"]"
+        arg = join_items(arg)
     elif not isinstance(arg, bytes):
         arg = values.encode(arg)
     what = [ns, op.kind, op.key, arg, op.if_version, op.ttl_ms]

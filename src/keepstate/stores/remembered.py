@@ -8,9 +8,11 @@ at all, and a repeat of the key finds the answer instead of writing again:
 - SQLite: ``work``'s one write transaction (``SqliteFile.awrite``, or ``write`` for the sync face:
   ``remember_sync``) is wrapped while the memo is
   ``ARMED``: look the key up, write, render the answer from what the write returned, store it.
-- PostgreSQL: one transaction around all of ``work`` (its connections are that transaction's, by
-  ``db.aconnection``), which first claims the key: a repeat waits on the claim's row lock (10 s, then
-  ``IdempotencyInFlight``), then finds the answer.
+- PostgreSQL: a ``work`` that is one write of one statement (``Memo.one_write``) sends that statement's
+  twin, which inserts the key's row with the write's raw result (``postgres/state_once.py``); any other
+  ``work`` runs in one transaction (its connections are that transaction's, by ``db.aconnection``) that
+  first claims the key. Either way a repeat waits on the key's row (10 s, then ``IdempotencyInFlight``),
+  then finds the answer.
 - memory: the key is held in flight while ``work`` runs on the loop; nothing survives the process.
 
 Refused writes wrote nothing; the server keeps their answer apart from any write (``keep``) so a repeat

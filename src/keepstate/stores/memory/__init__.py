@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ...errors import IdempotencyInFlight
 from ..base import (
     Capabilities,
     Database,
@@ -28,7 +27,7 @@ from ..base import (
 )
 from ..faces import InlineAsync, InlineAsyncDocuments
 from ..records import StoredSession, namespace
-from ..remembered import IN_FLIGHT_S, Memo, Remembered
+from ..remembered import IN_FLIGHT_S, Memo, Remembered, in_flight
 from ..session_forks import Cuts, copies, cuts_of
 from ..sql.harness_facet import SqlHarness
 from .documents import MemoryDocuments
@@ -116,7 +115,7 @@ class MemoryDatabase(Database):
                 return result
             attempt.close()  # it waits for the key's first write, before doing anything: wait here instead
             if time.monotonic() > deadline:
-                raise IdempotencyInFlight(f"a write with idempotency key {memo.key!r} is still being applied")
+                raise in_flight(memo.key)
             time.sleep(0.01)
 
     async def documents(self) -> DocumentsFacet:

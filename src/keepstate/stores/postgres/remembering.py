@@ -36,8 +36,8 @@ CLAIM = (
 )
 
 RAW = 0
-"""The status of a kept raw result (``state_once``: what the state facet's write returned; no HTTP answer
-has status 0), rendered by the memo of the repeat that finds it."""
+"""The status of a kept raw result (``state_once``: what a one-statement write returned, a state write's or
+an emit's; no HTTP answer has status 0), rendered by the memo of the repeat that finds it."""
 
 
 async def recall(conn: psycopg.AsyncConnection[Any], caller: str, key: str) -> Remembered | None:
@@ -90,7 +90,8 @@ def rendered(memo: Memo, found: Remembered) -> Remembered:
 
 
 def raw_result(body: bytes) -> Any:
-    """What the state facet's write returned, from the body its one statement kept (``state_once``)."""
+    """What the write returned (the state facet's, or an emit's ``Emitted``), from the body its one statement
+    kept (``state_once``, ``events.EMIT_ONCE``)."""
     kind, _, rest = body.partition(b":")
     if kind == b"pop":
         version, length, item = rest.split(b",", 2)

@@ -70,8 +70,9 @@ TWINS = {
 
 
 async def remember(memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remembered:
-    """``work`` (one state write) with ``memo`` armed: its answer kept by its own statement, or the key's
-    answer; ``Locked`` when the write must go the claimed way instead (nothing written)."""
+    """``work`` (one write of one statement: a state write, an emit) with ``memo`` armed: its answer kept by
+    its own statement, or the key's answer; ``Locked`` when the write must go the claimed way instead
+    (nothing written)."""
     armed = Armed(memo)
     token = ARMED.set(armed)
     try:
@@ -80,7 +81,7 @@ async def remember(memo: Memo, work: Callable[[], Awaitable[T]]) -> T | Remember
         return rendered(memo, replay.remembered)
     finally:
         ARMED.reset(token)
-    assert armed.used, "a one-write work wrote through the state facet"
+    assert armed.used, "a one-write work sent its statement through first()"
     return result
 
 
